@@ -1,0 +1,51 @@
+// A Plan is a Spec resolved for one compile target, one tile configuration and one global
+// memory alignment: everything the emitter bakes into the source as a constant.
+#pragma once
+
+#include <string>
+
+#include "flashjit/flashjit.h"
+
+namespace flashjit::gen {
+
+// Compile targets flashjit knows ("sm_80", "sm_86", "sm_89", "sm_90a").
+bool is_known_target(const std::string& target);
+// The target for a device of compute capability major.minor (9.0 -> "sm_90a").
+std::string target_for_device(int cc_major, int cc_minor);
+// Max dynamic shared memory per CTA on a target (opt-in limit).
+int max_shared_bytes(const std::string& target);
+
+struct Plan {
+  Spec spec;
+  std::string target;  // "sm_80" ...
+  Tiles tiles;         // resolved, never auto
+  int d_qk_pad = 0;    // head_dim_qk rounded up to the MMA k granularity (16)
+  int d_v_pad = 0;     // head_dim_v rounded up to 16
+  int dv_slice = 0;    // V columns one CTA computes (padded); dv_splits CTAs share a row block
+  int dv_splits = 1;
+  int align_bytes = 16;  // every row start of Q/K/V/O is a multiple of this (16, 8, 4 or 2)
+  int threads = 0;
+  int shared_bytes = 0;   // dynamic shared memory per CTA
+  std::string kernel_name;  // fa_fwd_qk100_v100_bf16_causal_m64n64w4s2_a16_sm80
+};
+
+// Resolves `spec` for `target`. `align_bytes` comes from the call's pointers and strides
+// (see forward_alignment); tiles come from the spec, else `tuned` (if non-null), else the
+// built-in heuristic. Throws Error(Spec/Usage) if the spec cannot be served on the target.
+Plan make_plan(const Spec& spec, const std::string& target, int align_bytes = 16,
+               const Tiles* tuned = nullptr);
+
+// The built-in tile heuristic for the sm80 path.
+Tiles default_tiles(const Spec& spec, const std::string& target);
+
+// Largest of 16/8/4/2 that divides every row start of Q, K, V and O for these arguments.
+int forward_alignment(const Spec& spec, const ForwardArgs& args);
+
+struct LaunchGeometry {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1;
+  unsigned shared_bytes = 0;
+};
+LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args);
+
+}  // namespace flashjit::gen

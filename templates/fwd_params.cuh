@@ -1,0 +1,23 @@
+// Kernel parameters of the forward pass. This header is compiled twice: by the host
+// compiler (runtime/forward_params.cpp fills it) and by NVRTC (the kernel reads it), so it
+// uses only built-in types and must keep one layout in both.
+#pragma once
+
+struct FwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // null: LSE is not written
+
+  // Strides in elements; the head_dim stride is 1.
+  long long q_batch_stride, q_seq_stride, q_head_stride;
+  long long k_batch_stride, k_seq_stride, k_head_stride;
+  long long v_batch_stride, v_seq_stride, v_head_stride;
+  long long o_batch_stride, o_seq_stride, o_head_stride;
+
+  int batch, heads_q, heads_kv, seqlen_q, seqlen_k;
+  int heads_per_kv;       // heads_q / heads_kv (GQA group size)
+  float scale_log2;       // softmax_scale * log2(e): scores live in the exp2 domain
+  float softmax_scale;
+};
