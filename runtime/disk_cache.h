@@ -1,0 +1,66 @@
+// The on-disk kernel cache (DESIGN.md): one file per key holding cubin + metadata + format
+// version + checksum, written to a unique temporary file and renamed into place. Readers take
+// no lock; a corrupt or unreadable entry is a miss and gets rewritten.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flashjit::rt {
+
+// Everything that changes the compiled code goes into the key.
+struct CacheKeyInput {
+  std::string generator_version;
+  std::string source;                // the rendered CUDA source
+  std::string nvrtc_version;         // "13.0"
+  std::vector<std::string> options;  // compile options (sorted before hashing)
+  std::string target;                // "sm_90a"
+};
+// Hex SHA-256 (OpenSSL libcrypto) over one canonical serialization of the input.
+std::string cache_key(const CacheKeyInput& input);
+
+struct CacheEntry {
+  std::string kernel_name;
+  std::string target;
+  std::string cubin;
+  std::string ptx;
+  std::string ptxas_log;  // the ptxas -v report, parsed again on load
+};
+
+struct CacheStats {
+  std::string dir;
+  bool enabled = true;
+  int entries = 0;
+  uint64_t bytes = 0;
+};
+
+class DiskCache {
+ public:
+  // Directory from FLASHJIT_CACHE_DIR, else $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit;
+  // disabled when FLASHJIT_DISABLE_CACHE is set (to anything but "0" or "").
+  static DiskCache from_env();
+  DiskCache(std::string dir, bool enabled);
+
+  bool enabled() const { return enabled_; }
+  const std::string& dir() const { return dir_; }
+  // Path of the file for a key: <dir>/<kernel_name>-<key>.fjk
+  std::string path_for(const std::string& kernel_name, const std::string& key) const;
+
+  // nullopt on a miss, a disabled cache, or a corrupt entry (which is reported once through
+  // FLASHJIT_VERBOSE and treated as a miss).
+  std::optional<CacheEntry> load(const std::string& kernel_name, const std::string& key) const;
+  // Atomic: unique temp file in the same folder, then rename. Failures to write are
+  // reported through FLASHJIT_VERBOSE and otherwise ignored (the cache is an optimisation).
+  void store(const std::string& key, const CacheEntry& entry) const;
+
+  CacheStats stats() const;
+  int clear() const;  // removes flashjit cache files, returns how many
+
+ private:
+  std::string dir_;
+  bool enabled_;
+};
+
+}  // namespace flashjit::rt

@@ -1,0 +1,81 @@
+// The CUDA Driver API, opened at run time with dlopen("libcuda.so.1") so that the library
+// and the CLI load and do all their CPU-side work on machines without a driver or GPU.
+// Entry points are resolved through cuGetProcAddress with a fixed ABI version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "flashjit/flashjit.h"
+
+namespace flashjit::rt {
+
+using DevicePtr = uint64_t;  // CUdeviceptr
+using Stream = void*;        // CUstream; nullptr is the default stream
+
+class Driver {
+ public:
+  // The process-wide driver, initialised on first use (dlopen, cuInit, primary context of
+  // device 0 made current on the calling thread). Throws Error(NoDevice) with the reason
+  // (no libcuda.so.1, cuInit failed, no device) when there is no usable GPU.
+  static Driver& get();
+  // Never throws: true when get() would succeed.
+  static bool available();
+  // Why available() is false ("" when it is true).
+  static std::string unavailable_reason();
+
+  DeviceInfo device_info() const;
+  // Makes the primary context current on the calling thread (each thread that launches).
+  void make_current() const;
+
+  // Modules and launches. A module owns its functions; unload() frees it.
+  void* load_module(const std::string& cubin);  // CUmodule
+  void unload_module(void* module);
+  void* get_function(void* module, const std::string& name);  // CUfunction
+  void set_max_dynamic_shared(void* function, int bytes);
+  void launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned block_x,
+              unsigned shared_bytes, Stream stream, void** params);
+
+  // Memory (used by the CLI, the tests and the benchmark; the API takes the user's pointers).
+  DevicePtr alloc(size_t bytes);
+  void free(DevicePtr ptr);
+  void copy_to_device(DevicePtr dst, const void* src, size_t bytes);
+  void copy_to_host(void* dst, DevicePtr src, size_t bytes);
+  void memset_u8(DevicePtr dst, uint8_t value, size_t bytes);
+  void synchronize();
+
+  // Events for timing: elapsed milliseconds between two recorded events.
+  void* event_create();
+  void event_destroy(void* event);
+  void event_record(void* event, Stream stream);
+  float event_elapsed_ms(void* start, void* stop);  // synchronizes on stop
+
+ private:
+  Driver();
+  struct Api;
+  std::unique_ptr<Api> api_;
+};
+
+// RAII device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  DevicePtr ptr() const { return ptr_; }
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  DevicePtr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+}  // namespace flashjit::rt
