@@ -1,0 +1,246 @@
+#include "runtime/driver.h"
+
+#include <cuda.h>  // types and prototypes only: nothing here links against libcuda
+#include <dlfcn.h>
+
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace flashjit::rt {
+namespace {
+
+// Every entry point is asked for with this ABI version, so a newer header or driver never
+// silently hands us a _v3 with another signature. A driver older than 12.8 refuses it.
+constexpr int kAbiVersion = 12080;
+
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                    CUdriverProcAddressQueryResult*);
+
+}  // namespace
+
+// The resolved entry points. decltype(&cuX) takes the prototype from cuda.h (the macro there
+// picks the _v2 prototype where one exists, matching what cuGetProcAddress returns for the
+// base name at kAbiVersion).
+struct Driver::Api {
+  void* library = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+
+#define FLASHJIT_DRIVER_ENTRY(name) decltype(&name) p_##name = nullptr;
+#define FLASHJIT_DRIVER_ENTRIES(X)                                                          \
+  X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)     \
+  X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)              \
+  X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventDestroy)          \
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
+  FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_ENTRY)
+#undef FLASHJIT_DRIVER_ENTRY
+
+  // Throws Error(Driver) naming the call, the code's name and its description.
+  void check(CUresult result, const char* call) const {
+    if (result == CUDA_SUCCESS) return;
+    const char* name = "?";
+    const char* text = "?";
+    if (p_cuGetErrorName) p_cuGetErrorName(result, &name);
+    if (p_cuGetErrorString) p_cuGetErrorString(result, &text);
+    throw Error(ErrorKind::Driver,
+                fmt::format("CUDA driver call {} failed: {} ({}): {}", call, name,
+                            static_cast<int>(result), text));
+  }
+};
+
+#define FLASHJIT_CU(name, ...) api_->check(api_->p_##name(__VA_ARGS__), #name)
+
+Driver::Driver() : api_(std::make_unique<Api>()) {
+  const auto no_device = [](const std::string& why) {
+    return Error(ErrorKind::NoDevice, "no usable CUDA GPU: " + why);
+  };
+  api_->library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!api_->library) {
+    const char* why = dlerror();
+    throw no_device(fmt::format("the CUDA driver library libcuda.so.1 could not be loaded ({})",
+                                why ? why : "unknown reason"));
+  }
+  auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(api_->library, "cuGetProcAddress_v2"));
+  if (!get_proc) {
+    throw no_device("libcuda.so.1 has no cuGetProcAddress_v2 (the driver predates CUDA 12)");
+  }
+  const auto resolve = [&](const char* name, void** slot) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    const CUresult result = get_proc(name, slot, kAbiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    if (result != CUDA_SUCCESS || status != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
+      throw no_device(fmt::format("the driver does not provide {} for CUDA {}.{} (error {}, "
+                                  "status {}); a driver for CUDA 12.8 or newer is needed",
+                                  name, kAbiVersion / 1000, kAbiVersion % 1000 / 10,
+                                  static_cast<int>(result), static_cast<int>(status)));
+    }
+  };
+#define FLASHJIT_DRIVER_RESOLVE(name) resolve(#name, reinterpret_cast<void**>(&api_->p_##name));
+  FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_RESOLVE)
+#undef FLASHJIT_DRIVER_RESOLVE
+
+  if (CUresult result = api_->p_cuInit(0); result != CUDA_SUCCESS) {
+    const char* name = "?";
+    api_->p_cuGetErrorName(result, &name);
+    throw no_device(fmt::format("cuInit failed with {} (is a GPU visible to this process?)", name));
+  }
+  int count = 0;
+  FLASHJIT_CU(cuDeviceGetCount, &count);
+  if (count < 1) throw no_device("the CUDA driver reports no GPU");
+  FLASHJIT_CU(cuDeviceGet, &api_->device, 0);
+  FLASHJIT_CU(cuDevicePrimaryCtxRetain, &api_->context, api_->device);
+  FLASHJIT_CU(cuCtxSetCurrent, api_->context);
+}
+
+Driver& Driver::get() {
+  // The process-wide driver, or why there is none: built once (a function-local static is
+  // initialised exactly once even when threads race). The primary context is never released;
+  // it lives as long as the process, like the CUDA runtime's.
+  struct Slot {
+    std::unique_ptr<Driver> driver;
+    std::string reason;
+  };
+  static const Slot slot = [] {
+    Slot s;
+    try {
+      s.driver.reset(new Driver());
+    } catch (const Error& error) {
+      s.reason = error.what();
+    }
+    return s;
+  }();
+  if (!slot.driver) throw Error(ErrorKind::NoDevice, slot.reason);
+  slot.driver->make_current();
+  return *slot.driver;
+}
+
+bool Driver::available() { return unavailable_reason().empty(); }
+
+std::string Driver::unavailable_reason() {
+  try {
+    get();
+    return "";
+  } catch (const Error& error) {
+    return error.what();
+  }
+}
+
+DeviceInfo Driver::device_info() const {
+  DeviceInfo info;
+  char name[256] = {};
+  FLASHJIT_CU(cuDeviceGetName, name, static_cast<int>(sizeof(name)), api_->device);
+  info.name = name;
+  const auto attribute = [&](CUdevice_attribute which) {
+    int value = 0;
+    FLASHJIT_CU(cuDeviceGetAttribute, &value, which, api_->device);
+    return value;
+  };
+  info.cc_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info.cc_minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info.max_shared_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  FLASHJIT_CU(cuDriverGetVersion, &info.driver_version);
+  return info;
+}
+
+void Driver::make_current() const { FLASHJIT_CU(cuCtxSetCurrent, api_->context); }
+
+void* Driver::load_module(const std::string& cubin) {
+  CUmodule module = nullptr;
+  FLASHJIT_CU(cuModuleLoadData, &module, cubin.data());
+  return module;
+}
+
+void Driver::unload_module(void* module) {
+  FLASHJIT_CU(cuModuleUnload, static_cast<CUmodule>(module));
+}
+
+void* Driver::get_function(void* module, const std::string& name) {
+  CUfunction function = nullptr;
+  FLASHJIT_CU(cuModuleGetFunction, &function, static_cast<CUmodule>(module), name.c_str());
+  return function;
+}
+
+void Driver::set_max_dynamic_shared(void* function, int bytes) {
+  FLASHJIT_CU(cuFuncSetAttribute, static_cast<CUfunction>(function),
+              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
+void Driver::launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned block_x,
+                    unsigned shared_bytes, Stream stream, void** params) {
+  FLASHJIT_CU(cuLaunchKernel, static_cast<CUfunction>(function), gx, gy, gz, block_x, 1, 1,
+              shared_bytes, static_cast<CUstream>(stream), params, nullptr);
+}
+
+DevicePtr Driver::alloc(size_t bytes) {
+  CUdeviceptr ptr = 0;
+  FLASHJIT_CU(cuMemAlloc, &ptr, bytes);
+  return ptr;
+}
+
+void Driver::free(DevicePtr ptr) { FLASHJIT_CU(cuMemFree, ptr); }
+
+void Driver::copy_to_device(DevicePtr dst, const void* src, size_t bytes) {
+  FLASHJIT_CU(cuMemcpyHtoD, dst, src, bytes);
+}
+
+void Driver::copy_to_host(void* dst, DevicePtr src, size_t bytes) {
+  FLASHJIT_CU(cuMemcpyDtoH, dst, src, bytes);
+}
+
+void Driver::memset_u8(DevicePtr dst, uint8_t value, size_t bytes) {
+  FLASHJIT_CU(cuMemsetD8, dst, value, bytes);
+}
+
+void Driver::synchronize() { FLASHJIT_CU(cuCtxSynchronize); }
+
+void* Driver::event_create() {
+  CUevent event = nullptr;
+  FLASHJIT_CU(cuEventCreate, &event, CU_EVENT_DEFAULT);
+  return event;
+}
+
+void Driver::event_destroy(void* event) {
+  FLASHJIT_CU(cuEventDestroy, static_cast<CUevent>(event));
+}
+
+void Driver::event_record(void* event, Stream stream) {
+  FLASHJIT_CU(cuEventRecord, static_cast<CUevent>(event), static_cast<CUstream>(stream));
+}
+
+float Driver::event_elapsed_ms(void* start, void* stop) {
+  FLASHJIT_CU(cuEventSynchronize, static_cast<CUevent>(stop));
+  float ms = 0;
+  FLASHJIT_CU(cuEventElapsedTime, &ms, static_cast<CUevent>(start), static_cast<CUevent>(stop));
+  return ms;
+}
+
+// ---------------------------------------------------------------- DeviceBuffer
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : ptr_(Driver::get().alloc(bytes)), bytes_(bytes) {}
+
+DeviceBuffer::~DeviceBuffer() {
+  // A destructor must not throw; a failing cuMemFree here means the context is already gone.
+  if (ptr_) {
+    try {
+      Driver::get().free(ptr_);
+    } catch (const Error&) {
+    }
+  }
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    DeviceBuffer old(std::move(*this));
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+}  // namespace flashjit::rt

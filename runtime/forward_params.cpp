@@ -1,0 +1,85 @@
+#include "runtime/forward_params.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace flashjit::rt {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error(ErrorKind::Shape, "forward: " + message);
+}
+
+// A stride only matters along a dimension that has more than one element.
+void check_strides(const char* tensor, const TensorStrides& stride, int batch, int seqlen,
+                   int heads) {
+  const auto check = [&](const char* dim, int64_t value, int extent) {
+    require(extent <= 1 || value >= 1,
+            fmt::format("{}_stride.{} = {} must be >= 1 ({} has {} = {})", tensor, dim, value,
+                        tensor, dim, extent));
+  };
+  check("batch", stride.batch, batch);
+  check("seq", stride.seq, seqlen);
+  check("head", stride.head, heads);
+}
+
+}  // namespace
+
+void check_forward_args(const Spec& spec, const ForwardArgs& args) {
+  require(args.q && args.k && args.v && args.o,
+          fmt::format("the q, k, v and o pointers must be non-null (q={}, k={}, v={}, o={}) for "
+                      "kernel {}",
+                      args.q, args.k, args.v, static_cast<const void*>(args.o), spec.name));
+  require(args.batch >= 1, fmt::format("batch = {} must be >= 1", args.batch));
+  require(args.heads_q >= 1, fmt::format("heads_q = {} must be >= 1", args.heads_q));
+  require(args.heads_kv >= 1, fmt::format("heads_kv = {} must be >= 1", args.heads_kv));
+  require(args.seqlen_q >= 1, fmt::format("seqlen_q = {} must be >= 1", args.seqlen_q));
+  require(args.seqlen_k >= 1, fmt::format("seqlen_k = {} must be >= 1", args.seqlen_k));
+  require(args.heads_q % args.heads_kv == 0,
+          fmt::format("heads_q = {} must be a multiple of heads_kv = {}", args.heads_q,
+                      args.heads_kv));
+  require(std::isfinite(args.softmax_scale) && args.softmax_scale >= 0.f,
+          fmt::format("softmax_scale = {} must be finite and >= 0 (0 picks 1/sqrt(head_dim_qk))",
+                      args.softmax_scale));
+  check_strides("q", args.q_stride, args.batch, args.seqlen_q, args.heads_q);
+  check_strides("k", args.k_stride, args.batch, args.seqlen_k, args.heads_kv);
+  check_strides("v", args.v_stride, args.batch, args.seqlen_k, args.heads_kv);
+  check_strides("o", args.o_stride, args.batch, args.seqlen_q, args.heads_q);
+}
+
+FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
+  constexpr double kLog2e = 1.4426950408889634;
+  const double scale = args.softmax_scale > 0.f
+                           ? static_cast<double>(args.softmax_scale)
+                           : 1.0 / std::sqrt(static_cast<double>(plan.spec.head_dim_qk));
+  FwdParams params{};
+  params.q = args.q;
+  params.k = args.k;
+  params.v = args.v;
+  params.o = args.o;
+  params.lse = args.lse;
+  params.q_batch_stride = args.q_stride.batch;
+  params.q_seq_stride = args.q_stride.seq;
+  params.q_head_stride = args.q_stride.head;
+  params.k_batch_stride = args.k_stride.batch;
+  params.k_seq_stride = args.k_stride.seq;
+  params.k_head_stride = args.k_stride.head;
+  params.v_batch_stride = args.v_stride.batch;
+  params.v_seq_stride = args.v_stride.seq;
+  params.v_head_stride = args.v_stride.head;
+  params.o_batch_stride = args.o_stride.batch;
+  params.o_seq_stride = args.o_stride.seq;
+  params.o_head_stride = args.o_stride.head;
+  params.batch = args.batch;
+  params.heads_q = args.heads_q;
+  params.heads_kv = args.heads_kv;
+  params.seqlen_q = args.seqlen_q;
+  params.seqlen_k = args.seqlen_k;
+  params.heads_per_kv = args.heads_q / args.heads_kv;
+  params.softmax_scale = static_cast<float>(scale);
+  params.scale_log2 = static_cast<float>(scale * kLog2e);
+  return params;
+}
+
+}  // namespace flashjit::rt

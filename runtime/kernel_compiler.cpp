@@ -1,0 +1,114 @@
+#include "runtime/kernel_compiler.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "generator/emit.h"
+#include "runtime/env.h"
+#include "runtime/nvrtc_compiler.h"
+
+namespace flashjit::rt {
+namespace {
+
+CompileReport make_report(const gen::Plan& plan, const PtxasReport& ptxas) {
+  CompileReport report;
+  report.kernel_name = plan.kernel_name;
+  report.target = plan.target;
+  report.tiles = plan.tiles;
+  report.registers = ptxas.registers;
+  report.shared_bytes = plan.shared_bytes;
+  report.spill_store_bytes = ptxas.spill_store_bytes;
+  report.spill_load_bytes = ptxas.spill_load_bytes;
+  report.stack_bytes = ptxas.stack_bytes;
+  return report;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(ErrorKind::Io, fmt::format("cannot write {} (FLASHJIT_DUMP_DIR)", path.string()));
+}
+
+}  // namespace
+
+KernelCompiler::KernelCompiler(DiskCache disk) : disk_(std::move(disk)) {}
+
+std::shared_ptr<const CompiledKernel> KernelCompiler::compile(const gen::Plan& plan,
+                                                              bool* memory_hit) {
+  std::string source = gen::emit_source(plan);
+  const std::string key = cache_key(
+      {version(), source, nvrtc_version(), nvrtc_options(plan.target), plan.target});
+
+  std::promise<std::shared_ptr<const CompiledKernel>> promise;
+  std::shared_future<std::shared_ptr<const CompiledKernel>> future;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [slot, inserted] = compiled_.try_emplace(key);
+    if (inserted) slot->second = promise.get_future().share();
+    future = slot->second;
+    owner = inserted;
+  }
+  if (memory_hit) *memory_hit = !owner;
+  if (!owner) return future.get();  // rethrows the owner's compile error, if any
+
+  try {
+    promise.set_value(build(plan, std::move(source), key));
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    // Forget the failure so that a later call tries again (and reports the error itself).
+    std::lock_guard<std::mutex> lock(mutex_);
+    compiled_.erase(key);
+  }
+  return future.get();
+}
+
+std::shared_ptr<const CompiledKernel> KernelCompiler::build(const gen::Plan& plan,
+                                                            std::string source,
+                                                            const std::string& key) const {
+  auto kernel = std::make_shared<CompiledKernel>();
+  kernel->plan = plan;
+  kernel->source = std::move(source);
+  if (std::optional<CacheEntry> entry = disk_.load(plan.kernel_name, key)) {
+    kernel->artifacts = std::move(*entry);
+    kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
+    kernel->report = make_report(plan, kernel->ptxas);
+    kernel->report.cache_hit = true;
+    verbose("{} ({}): disk cache hit", plan.kernel_name, plan.target);
+  } else {
+    NvrtcOutput out = nvrtc_compile(kernel->source, plan.kernel_name + ".cu", plan.target);
+    kernel->artifacts = {plan.kernel_name, plan.target, std::move(out.cubin), std::move(out.ptx),
+                         std::move(out.log)};
+    kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
+    kernel->report = make_report(plan, kernel->ptxas);
+    kernel->report.compile_ms = out.compile_ms;
+    disk_.store(key, kernel->artifacts);
+    verbose("{} ({}): compiled with NVRTC in {:.1f} ms: {} registers, {} bytes spilled",
+            plan.kernel_name, plan.target, out.compile_ms, kernel->ptxas.registers,
+            kernel->ptxas.spill_store_bytes);
+  }
+  for (const std::string& warning : kernel->ptxas.warnings) {
+    verbose("{}: {}", plan.kernel_name, warning);
+  }
+  if (disk_.enabled()) kernel->report.cache_file = disk_.path_for(plan.kernel_name, key);
+  return kernel;
+}
+
+void dump_if_requested(const CompiledKernel& kernel) {
+  const std::string dir = dump_dir();
+  if (dir.empty()) return;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    throw Error(ErrorKind::Io,
+                fmt::format("cannot create FLASHJIT_DUMP_DIR {}: {}", dir, error.message()));
+  }
+  const std::filesystem::path base = std::filesystem::path(dir) / kernel.plan.kernel_name;
+  write_file(base.string() + ".cu", kernel.source);
+  write_file(base.string() + ".ptx", kernel.artifacts.ptx);
+  write_file(base.string() + ".ptxas.txt", kernel.artifacts.ptxas_log);
+}
+
+}  // namespace flashjit::rt
