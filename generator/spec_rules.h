@@ -1,0 +1,37 @@
+// The rules a Spec must obey, in one place, so that Spec::validate (C++-built specs) and
+// Spec::from_yaml (which adds the file:line:column of the offending key) cannot disagree.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "flashjit/flashjit.h"
+
+namespace flashjit::gen {
+
+// One broken rule. `field` is the canonical field name ("head_dim_qk", "tiles.block_m", ...).
+struct SpecProblem {
+  std::string field;
+  std::string what;     // what is wrong, e.g. "600 is out of range"
+  std::string allowed;  // what would be accepted
+};
+
+// The first rule `spec` breaks, or nothing when it is valid.
+std::optional<SpecProblem> find_spec_problem(const Spec& spec);
+
+// The first rule a tiles configuration breaks, treating every field as given (all zero is
+// not "auto" here: the YAML map form must name real values).
+std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& tiles);
+
+// The text shown after "allowed:" for a field (canonical name, or a YAML-only key such as
+// "head_dim", "hopper" or "tiles").
+std::string_view allowed_values(std::string_view field);
+
+// The name a spec gets when none is given: qk100_v100_bf16_causal.
+std::string default_spec_name(const Spec& spec);
+
+// The name the spec is known by: its own, else the default.
+std::string resolved_spec_name(const Spec& spec);
+
+}  // namespace flashjit::gen
