@@ -1,0 +1,129 @@
+#include "generator/plan.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "generator/tile_heuristic.h"
+
+namespace flashjit::gen {
+
+namespace {
+
+struct TargetInfo {
+  const char* name;
+  int max_shared;  // opt-in dynamic shared memory per CTA, bytes
+};
+// sm_80 (A100): 163 KB; sm_86/sm_89 (consumer Ampere, Ada): 99 KB; sm_90a (H100/H200): 227 KB.
+constexpr TargetInfo kTargets[] = {
+    {"sm_80", 166912}, {"sm_86", 101376}, {"sm_89", 101376}, {"sm_90a", 232448}};
+
+const TargetInfo& target_info(const std::string& target) {
+  for (const auto& t : kTargets)
+    if (target == t.name) return t;
+  throw Error(ErrorKind::Usage,
+              fmt::format("unknown target '{}'; flashjit targets sm_80, sm_86, sm_89, sm_90a", target));
+}
+
+std::string kernel_name(const Plan& p) {
+  const Spec& s = p.spec;
+  std::string target = p.target;
+  target.erase(target.find('_'), 1);  // sm_90a -> sm90a
+  return fmt::format("fa_fwd_qk{}_v{}_{}_{}_m{}n{}w{}s{}_a{}_{}", s.head_dim_qk, s.head_dim_v,
+                     to_string(s.dtype), s.causal ? "causal" : "full", p.tiles.block_m,
+                     p.tiles.block_n, p.tiles.warps, p.tiles.stages, p.align_bytes, target);
+}
+
+}  // namespace
+
+bool is_known_target(const std::string& target) {
+  for (const auto& t : kTargets)
+    if (target == t.name) return true;
+  return false;
+}
+
+std::string target_for_device(int cc_major, int cc_minor) {
+  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
+  if (cc_major == 8 && cc_minor == 6) return "sm_86";
+  if (cc_major == 8 && cc_minor == 9) return "sm_89";
+  // An sm_80 cubin runs on every later 8.x GPU.
+  if (cc_major == 8) return "sm_80";
+  throw Error(ErrorKind::Usage,
+              fmt::format("GPUs of compute capability {}.{} are not supported yet; flashjit "
+                          "builds for 8.x (sm_80, sm_86, sm_89) and 9.0 (sm_90a)",
+                          cc_major, cc_minor));
+}
+
+int max_shared_bytes(const std::string& target) { return target_info(target).max_shared; }
+
+Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, const Tiles* tuned) {
+  spec.validate();
+  target_info(target);
+  if (spec.warp_specialization)
+    throw Error(ErrorKind::Usage,
+                "hopper.warp_specialization: the warp-specialized Hopper (sm90) path is not "
+                "built yet; set it to false to use the sm80 (mma.sync) path, which also runs "
+                "on Hopper");
+  if (spec.arch == Arch::Sm90a && target != "sm_90a")
+    throw Error(ErrorKind::Usage,
+                fmt::format("the spec asks for arch sm90a but the target is {}", target));
+  if (align_bytes != 16 && align_bytes != 8 && align_bytes != 4 && align_bytes != 2)
+    throw Error(ErrorKind::Usage, fmt::format("alignment {} is not 16, 8, 4 or 2", align_bytes));
+
+  Plan plan;
+  plan.spec = spec;
+  plan.target = target;
+  plan.align_bytes = align_bytes;
+  const PaddedDims dims = padded_dims(spec);
+  plan.d_qk_pad = dims.d_qk_pad;
+  plan.d_v_pad = dims.d_v_pad;
+  plan.dv_splits = dims.dv_splits;
+  plan.dv_slice = dims.dv_slice;
+  plan.tiles = !spec.tiles.is_auto() ? spec.tiles : tuned ? *tuned : default_tiles(spec, target);
+  const std::string problem = sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
+  if (!problem.empty())
+    throw Error(ErrorKind::Usage,
+                fmt::format("tiles {{block_m: {}, block_n: {}, warps: {}, stages: {}}} cannot run "
+                            "head dims {}/{} on {}: {}",
+                            plan.tiles.block_m, plan.tiles.block_n, plan.tiles.warps,
+                            plan.tiles.stages, spec.head_dim_qk, spec.head_dim_v, target, problem));
+  plan.threads = plan.tiles.warps * 32;
+  plan.shared_bytes = sm80_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles);
+  plan.kernel_name = kernel_name(plan);
+  return plan;
+}
+
+int forward_alignment(const Spec& spec, const ForwardArgs& a) {
+  (void)spec;
+  // Every row start is base + b*batch + s*seq + h*head (elements of 2 bytes): its alignment
+  // is the common power of two of the bases and of the strides of dimensions with extent > 1.
+  uint64_t bits = 16;
+  auto add_ptr = [&](const void* p) { bits |= reinterpret_cast<uint64_t>(p); };
+  auto add_stride = [&](int64_t stride, int extent) {
+    if (extent > 1) bits |= static_cast<uint64_t>(stride) * 2;
+  };
+  auto add_tensor = [&](const void* p, const TensorStrides& st, int seqlen, int heads) {
+    add_ptr(p);
+    add_stride(st.batch, a.batch);
+    add_stride(st.seq, seqlen);
+    add_stride(st.head, heads);
+  };
+  add_tensor(a.q, a.q_stride, a.seqlen_q, a.heads_q);
+  add_tensor(a.k, a.k_stride, a.seqlen_k, a.heads_kv);
+  add_tensor(a.v, a.v_stride, a.seqlen_k, a.heads_kv);
+  add_tensor(a.o, a.o_stride, a.seqlen_q, a.heads_q);
+  const uint64_t lowest = bits & (~bits + 1);  // lowest set bit, at most 16
+  return static_cast<int>(lowest);
+}
+
+LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args) {
+  LaunchGeometry g;
+  g.grid_x = static_cast<unsigned>((args.seqlen_q + plan.tiles.block_m - 1) / plan.tiles.block_m);
+  g.grid_y = static_cast<unsigned>(args.heads_q);
+  g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
+  g.block_x = static_cast<unsigned>(plan.threads);
+  g.shared_bytes = static_cast<unsigned>(plan.shared_bytes);
+  return g;
+}
+
+}  // namespace flashjit::gen

@@ -1,0 +1,72 @@
+#include "generator/tile_heuristic.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "generator/plan.h"
+
+namespace flashjit::gen {
+
+namespace {
+
+// Row stride of a shared tile: an odd number of 16-byte units (see conflict_free_stride).
+int conflict_free_stride(int cols) {
+  const int units = cols / 8;
+  return 8 * (units % 2 == 1 ? units : units + 1);
+}
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+PaddedDims padded_dims(const Spec& spec) {
+  constexpr int kMaxSlice = 256;
+  PaddedDims d;
+  d.d_qk_pad = round_up(spec.head_dim_qk, 16);
+  d.d_v_pad = round_up(spec.head_dim_v, 16);
+  d.dv_splits = (d.d_v_pad + kMaxSlice - 1) / kMaxSlice;
+  d.dv_slice = round_up((d.d_v_pad + d.dv_splits - 1) / d.dv_splits, 16);
+  return d;
+}
+
+int sm80_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& t) {
+  const int qk = conflict_free_stride(d_qk_pad);
+  const int vs = conflict_free_stride(dv_slice);
+  return 2 * (t.block_m * qk + t.stages * (t.block_n * qk + t.block_n * vs));
+}
+
+std::string sm80_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& t,
+                               const std::string& target) {
+  if (t.warps < 1 || t.block_m % (16 * t.warps) != 0)
+    return fmt::format("block_m {} must be a multiple of 16 * warps ({})", t.block_m,
+                       16 * t.warps);
+  if (t.block_n < 16 || t.block_n % 16 != 0)
+    return fmt::format("block_n {} must be a positive multiple of 16", t.block_n);
+  if (t.stages < 2) return fmt::format("stages {}: the sm80 pipeline needs at least 2", t.stages);
+  const int bytes = sm80_shared_bytes(d_qk_pad, dv_slice, t);
+  if (bytes > max_shared_bytes(target))
+    return fmt::format("they need {} bytes of shared memory; {} allows {}", bytes, target,
+                       max_shared_bytes(target));
+  return "";
+}
+
+Tiles default_tiles(const Spec& spec, const std::string& target) {
+  const PaddedDims dims = padded_dims(spec);
+  const int d = std::max(dims.d_qk_pad, dims.dv_slice);
+  // Preferred first. One warp per 16 query rows keeps the O accumulator at dv_slice/2
+  // registers a thread; 8 warps for small head dims give two CTAs per SM room to overlap
+  // one CTA's loads with the other's math; wide head dims trade block_n for shared memory.
+  const Tiles preferred[] = {
+      d <= 128 ? Tiles{128, 64, 8, 2} : Tiles{64, 64, 4, 2},
+      {64, 64, 4, 2}, {64, 32, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2}, {32, 16, 2, 2},
+      {16, 16, 1, 2},
+  };
+  for (const Tiles& t : preferred)
+    if (sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
+  throw Error(ErrorKind::Usage,
+              fmt::format("no sm80 tile configuration fits head dims {}/{} on {}",
+                          spec.head_dim_qk, spec.head_dim_v, target));
+}
+
+}  // namespace flashjit::gen

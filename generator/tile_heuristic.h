@@ -1,0 +1,28 @@
+// The sm80 path's shared-memory footprint and its built-in choice of tiles.
+#pragma once
+
+#include <string>
+
+#include "flashjit/flashjit.h"
+
+namespace flashjit::gen {
+
+// Head dims padded to the MMA granularity, and the split of the V columns over CTAs: one
+// CTA holds at most 256 O columns in registers (128 fp32 a thread), wider V is split.
+struct PaddedDims {
+  int d_qk_pad = 0;
+  int d_v_pad = 0;
+  int dv_splits = 1;
+  int dv_slice = 0;
+};
+PaddedDims padded_dims(const Spec& spec);
+
+// Bytes of dynamic shared memory the sm80 kernel needs (mirrors Sm80FwdLayout in
+// templates/fwd_sm80.cuh; the emitted source static_asserts that both agree).
+int sm80_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& tiles);
+
+// Why `tiles` cannot run the sm80 kernel on `target` ("" when they can).
+std::string sm80_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& tiles,
+                               const std::string& target);
+
+}  // namespace flashjit::gen

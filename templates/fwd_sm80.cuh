@@ -1,0 +1,286 @@
+// FlashAttention-2 forward for sm_80 and later (mma.sync path).
+//
+// One CTA computes a block of kBlockM query rows of one (batch, head) and one slice of the V
+// columns. Its warps split the rows: warp w owns kMTiles 16-row MMA tiles. The CTA walks the
+// key blocks that its rows can see; K/V tiles stream through a kStages-deep ring of shared
+// memory filled by cp.async, so the next tiles load while this one is computed. Per key
+// block: S = Q K^T on the tensor cores (fp32 accumulate), the online softmax in registers in
+// the exp2 domain (scale folded into one FMA), then O += P V with P taken straight from the
+// S accumulators (no trip through shared memory). O is divided by the row sum once, at the
+// end, and LSE = ln(sum exp(scale * s)) is written for a recomputing backward pass.
+//
+// Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
+// kDvSplits, kBlockM, kBlockN, kWarps, kStages, kAlign, kCausal.
+#pragma once
+
+#include "common.cuh"
+#include "dtype.cuh"
+#include "fwd_params.cuh"
+#include "tile_load.cuh"
+
+namespace fj {
+
+// A shared-memory row stride, in elements, of an odd number of 16-byte units: the 8 rows an
+// ldmatrix reads then fall into 8 different groups of banks (no conflicts, any head dim).
+__host__ __device__ constexpr int conflict_free_stride(int cols) {
+  const int units = cols / 8;
+  return 8 * (units % 2 == 1 ? units : units + 1);
+}
+
+template <class Cfg>
+struct Sm80FwdLayout {
+  static constexpr int kThreads = Cfg::kWarps * 32;
+  static constexpr int kMTiles = Cfg::kBlockM / (16 * Cfg::kWarps);  // m16 tiles per warp
+  static constexpr int kSTiles = Cfg::kBlockN / 8;                   // n8 tiles of S
+  static constexpr int kOTiles = Cfg::kDvSlice / 8;                  // n8 tiles of O
+  static constexpr int kQkSteps = Cfg::kDqkPad / 16;                 // k16 steps of Q K^T
+  static constexpr int kPvSteps = Cfg::kBlockN / 16;                 // k16 steps of P V
+  static constexpr int kQkStride = conflict_free_stride(Cfg::kDqkPad);
+  static constexpr int kVStride = conflict_free_stride(Cfg::kDvSlice);
+  static constexpr int kQElems = Cfg::kBlockM * kQkStride;
+  static constexpr int kKElems = Cfg::kBlockN * kQkStride;
+  static constexpr int kVElems = Cfg::kBlockN * kVStride;
+  static constexpr int kSharedBytes = 2 * (kQElems + Cfg::kStages * (kKElems + kVElems));
+
+  static_assert(Cfg::kBlockM % (16 * Cfg::kWarps) == 0, "each warp owns whole m16 tiles");
+  static_assert(Cfg::kBlockN % 16 == 0, "key blocks are whole k16 steps");
+  static_assert(Cfg::kDqkPad % 16 == 0 && Cfg::kDvSlice % 16 == 0, "padded head dims");
+  static_assert(Cfg::kStages >= 2, "the pipeline needs two stages");
+};
+
+template <class Cfg>
+__device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
+  using L = Sm80FwdLayout<Cfg>;
+  using Element = typename Cfg::Element;
+  constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
+  constexpr int kMT = L::kMTiles, kST = L::kSTiles, kOT = L::kOTiles;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  u16* s_q = reinterpret_cast<u16*>(smem_raw);
+  u16* s_k = s_q + L::kQElems;
+  u16* s_v = s_k + kStages * L::kKElems;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  // Blocks are launched last-first: under causal masking the last row blocks see the most
+  // keys, and starting them first shortens the tail of the grid.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z / Cfg::kDvSplits;
+  const int split = blockIdx.z % Cfg::kDvSplits;
+  const int kv_head = head / p.heads_per_kv;
+  const int m0 = m_block * kBM;
+  const int v_col0 = split * Cfg::kDvSlice;
+  const int v_cols = Cfg::kHeadDimV - v_col0;  // valid V columns from v_col0 on
+  // Bottom-right causal alignment: row i sees key j iff j <= i + diag.
+  const int diag = p.seqlen_k - p.seqlen_q;
+
+  const u16* q = static_cast<const u16*>(p.q) + batch * p.q_batch_stride +
+                 head * p.q_head_stride + m0 * p.q_seq_stride;
+  const u16* k = static_cast<const u16*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const u16* v = static_cast<const u16*>(p.v) + batch * p.v_batch_stride +
+                 kv_head * p.v_head_stride + v_col0;
+
+  int n_end = p.seqlen_k;  // one past the last key any row of this block sees
+  if (Cfg::kCausal) n_end = min(n_end, m0 + kBM + diag);
+  const int n_blocks = n_end > 0 ? (n_end + kBN - 1) / kBN : 0;
+
+  float acc_o[kMT][kOT][4];
+  float row_max[kMT][2];  // running max of scale*log2(e)*s; -inf until a key is seen
+  float row_sum[kMT][2];  // this thread's share of the row sum (reduced over the quad at the end)
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int ot = 0; ot < kOT; ++ot)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mt][ot][e] = 0.f;
+    row_max[mt][0] = row_max[mt][1] = neg_inf();
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+
+  auto load_kv = [&](int block) {
+    const int key0 = block * kBN;
+    load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
+        s_k + (block % kStages) * L::kKElems, k + key0 * p.k_seq_stride, p.k_seq_stride,
+        p.seqlen_k - key0, Cfg::kHeadDimQk, tid);
+    load_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign>(
+        s_v + (block % kStages) * L::kVElems, v + key0 * p.v_seq_stride, p.v_seq_stride,
+        p.seqlen_k - key0, v_cols, tid);
+  };
+
+  if (n_blocks > 0) {
+    // Prologue: Q and the first kStages-1 K/V tiles. One commit group per tile, empty groups
+    // included, so that "tile j has landed" is always cp.async.wait_group(kStages - 2).
+    load_tile<kBM, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
+        s_q, q, p.q_seq_stride, p.seqlen_q - m0, Cfg::kHeadDimQk, tid);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_blocks) load_kv(s);
+      cp_async_commit();
+    }
+  }
+
+  const int warp_row0 = warp * kMT * 16;
+  for (int j = 0; j < n_blocks; ++j) {
+    cp_async_wait<kStages - 2>();
+    // Tile j is visible to all threads, and everyone is done with tile j-1, whose buffer
+    // the load below refills.
+    __syncthreads();
+    if (j + kStages - 1 < n_blocks) load_kv(j + kStages - 1);
+    cp_async_commit();
+
+    const u16* tile_k = s_k + (j % kStages) * L::kKElems;
+    const u16* tile_v = s_v + (j % kStages) * L::kVElems;
+
+    // ---- S = Q K^T
+    float s[kMT][kST][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kST; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+
+#pragma unroll
+    for (int kk = 0; kk < L::kQkSteps; ++kk) {
+      u32 a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const int row = warp_row0 + mt * 16 + lane % 16;
+        const int col = kk * 16 + (lane / 16) * 8;
+        ldmatrix_x4(a[mt], smem_u32(s_q + row * L::kQkStride + col));
+      }
+#pragma unroll
+      for (int np = 0; np < kST / 2; ++np) {
+        u32 b[4];  // b[0..1]: keys np*16+0..7, b[2..3]: keys np*16+8..15
+        const int row = np * 16 + lane % 8 + (lane / 16) * 8;
+        const int col = kk * 16 + ((lane / 8) % 2) * 8;
+        ldmatrix_x4(b, smem_u32(tile_k + row * L::kQkStride + col));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          Element::mma(s[mt][2 * np], a[mt], b[0], b[1]);
+          Element::mma(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+
+    // ---- mask: keys past the sequence end, and (causal) keys right of the diagonal.
+    const int key0 = j * kBN;
+    const bool needs_mask =
+        key0 + kBN > p.seqlen_k || (Cfg::kCausal && key0 + kBN - 1 > m0 + diag);
+    if (needs_mask) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = m0 + warp_row0 + mt * 16 + lane / 4 + half * 8;
+#pragma unroll
+          for (int nt = 0; nt < kST; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = key0 + nt * 8 + (lane % 4) * 2 + e;
+              if (key >= p.seqlen_k || (Cfg::kCausal && key > row + diag))
+                s[mt][nt][half * 2 + e] = neg_inf();
+            }
+        }
+    }
+
+    // ---- online softmax: new running max, rescale what was accumulated, P = exp2(...)
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = neg_inf();
+#pragma unroll
+        for (int nt = 0; nt < kST; ++nt)
+          mx = fmaxf(mx, fmaxf(s[mt][nt][half * 2], s[mt][nt][half * 2 + 1]));
+        // The four threads of a quad hold one row between them.
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(row_max[mt][half], mx * p.scale_log2);
+        // A row that has seen no key yet keeps m = -inf; use 0 as its base so that
+        // exp2(-inf - base) = 0 instead of NaN.
+        const float base = m_new == neg_inf() ? 0.f : m_new;
+        const float alpha = exp2_approx(row_max[mt][half] - base);
+        row_max[mt][half] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kST; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pr = exp2_approx(fmaf(s[mt][nt][half * 2 + e], p.scale_log2, -base));
+            s[mt][nt][half * 2 + e] = pr;
+            sum += pr;
+          }
+        row_sum[mt][half] = row_sum[mt][half] * alpha + sum;
+#pragma unroll
+        for (int ot = 0; ot < kOT; ++ot) {
+          acc_o[mt][ot][half * 2] *= alpha;
+          acc_o[mt][ot][half * 2 + 1] *= alpha;
+        }
+      }
+
+    // ---- O += P V: the S accumulator of two adjacent n8 tiles is exactly the A fragment
+    // of one k16 step, so P never leaves the registers.
+#pragma unroll
+    for (int kk = 0; kk < L::kPvSteps; ++kk) {
+      u32 a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = Element::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = Element::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = Element::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = Element::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int op = 0; op < kOT / 2; ++op) {
+        u32 b[4];  // b[0..1]: V columns op*16+0..7, b[2..3]: columns op*16+8..15
+        const int row = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+        const int col = op * 16 + (lane / 16) * 8;
+        ldmatrix_x4_trans(b, smem_u32(tile_v + row * L::kVStride + col));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          Element::mma(acc_o[mt][2 * op], a[mt], b[0], b[1]);
+          Element::mma(acc_o[mt][2 * op + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups can remain; leave none in flight at exit
+
+  // ---- epilogue: O / l to the output type, LSE in natural log.
+  u16* o = static_cast<u16*>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
+           m0 * p.o_seq_stride + v_col0;
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = row_sum[mt][half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv_l = l > 0.f ? 1.f / l : 0.f;  // a row that saw no key writes O = 0
+      const int r = warp_row0 + mt * 16 + lane / 4 + half * 8;
+      if (m0 + r >= p.seqlen_q) continue;
+      u16* o_row = o + r * p.o_seq_stride;
+#pragma unroll
+      for (int ot = 0; ot < kOT; ++ot) {
+        const int col = ot * 8 + (lane % 4) * 2;
+        if (col >= v_cols) continue;
+        const u32 pair = Element::pack(acc_o[mt][ot][half * 2] * inv_l,
+                                       acc_o[mt][ot][half * 2 + 1] * inv_l);
+        if (Cfg::kAlign >= 4 && col + 1 < v_cols) {
+          *reinterpret_cast<u32*>(o_row + col) = pair;
+        } else {
+          o_row[col] = static_cast<u16>(pair & 0xffffu);
+          if (col + 1 < v_cols) o_row[col + 1] = static_cast<u16>(pair >> 16);
+        }
+      }
+      if (split == 0 && p.lse != nullptr && lane % 4 == 0) {
+        const float lse = l > 0.f ? (row_max[mt][half] + log2f(l)) * kLn2 : neg_inf();
+        p.lse[(static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q + m0 + r] = lse;
+      }
+    }
+}
+
+}  // namespace fj

@@ -1,0 +1,71 @@
+// Global -> shared copies of one tile of rows (a Q, K or V tile), asynchronous where the
+// alignment allows it. Nothing outside the user's tensors is read: rows past the sequence end
+// and columns past the head dim are zero-filled, so padded MMA tiles contribute nothing.
+#pragma once
+
+#include "common.cuh"
+
+namespace fj {
+
+__host__ __device__ constexpr int pow2_ceil(int x) { return x <= 1 ? 1 : 2 * pow2_ceil((x + 1) / 2); }
+
+// Copies one chunk of up to ALIGN bytes; `valid` (0..ALIGN/2) elements are read, the rest of
+// the chunk is zero-filled.
+template <int ALIGN>
+__device__ __forceinline__ void copy_chunk(u16* dst, const u16* src, int valid) {
+  if constexpr (ALIGN >= 4) {
+    cp_async<ALIGN>(dst, src, valid * 2);
+  } else {
+    *dst = valid > 0 ? *src : u16(0);
+  }
+}
+
+// Copies a ROWS x COLS tile (COLS a multiple of 16) into shared memory with a row stride of
+// SMEM_STRIDE elements. Row r of the source starts at src + r * src_stride; only rows
+// r < rows_valid and columns c < cols_valid are read. ALIGN is the byte alignment of every
+// source row start (the generator proves it from the call's pointers and strides): 16, 8
+// and 4 use cp.async of that width; 2 falls back to synchronous 16-bit copies.
+//
+// Each thread keeps one fixed column for the whole tile and steps down the rows, so its
+// addresses are one base plus a constant stride per step: precomputing a separate address
+// for every chunk would pin dozens of registers across the main loop.
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN>
+__device__ __forceinline__ void load_tile(u16* smem, const u16* src, long long src_stride,
+                                          int rows_valid, int cols_valid, int tid) {
+  constexpr int kVec = ALIGN / 2;                       // elements per chunk
+  constexpr int kSlots = pow2_ceil(COLS / kVec);        // chunk slots per row (a power of 2)
+  if constexpr (kSlots <= THREADS) {
+    constexpr int kRowsPerStep = THREADS / kSlots;
+    constexpr int kSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
+    const int col = (tid % kSlots) * kVec;
+    if (col >= COLS) return;  // slot past the padded row: idle
+    const int row0 = tid / kSlots;
+    int valid = cols_valid - col;
+    valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
+    // Narrow copies need many steps; unrolling all of them would hold one address a step.
+#pragma unroll(ALIGN == 16 ? kSteps : 4)
+    for (int step = 0; step < kSteps; ++step) {
+      const int row = row0 + step * kRowsPerStep;
+      if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
+      const bool in = row < rows_valid && valid > 0;
+      copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, in ? src + row * src_stride + col : src,
+                        in ? valid : 0);
+    }
+  } else {
+    constexpr int kStepsPerRow = kSlots / THREADS;
+#pragma unroll 1
+    for (int row = 0; row < ROWS; ++row) {
+#pragma unroll
+      for (int step = 0; step < kStepsPerRow; ++step) {
+        const int col = (step * THREADS + tid) * kVec;
+        if (col >= COLS) break;
+        int valid = row < rows_valid ? cols_valid - col : 0;
+        valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
+        copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col,
+                          valid > 0 ? src + row * src_stride + col : src, valid);
+      }
+    }
+  }
+}
+
+}  // namespace fj
