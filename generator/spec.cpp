@@ -1,8 +1,8 @@
 // Spec validation: the value ranges every spec must satisfy, however it was built.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
-
-#include <fmt/format.h>
 
 #include "flashjit/flashjit.h"
 #include "generator/spec_rules.h"

@@ -1,19 +1,18 @@
 // Spec <-> YAML: parsing, where every error names file:line:column, the field and what is
 // allowed; and the resolved printout that parses back to the same spec.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <span>
 #include <sstream>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "flashjit/flashjit.h"
 #include "generator/spec_rules.h"
@@ -143,9 +142,9 @@ class SpecReader {
  private:
   [[noreturn]] void fail(const YAML::Mark& mark, std::string_view field, std::string_view what,
                          std::string_view allowed) const {
-    throw Error(ErrorKind::Spec, fmt::format("{}:{}:{}: {}: {}; allowed: {}", source_,
-                                             std::max(mark.line, 0) + 1,
-                                             std::max(mark.column, 0) + 1, field, what, allowed));
+    throw Error(ErrorKind::Spec,
+                fmt::format("{}:{}:{}: {}: {}; allowed: {}", source_, std::max(mark.line, 0) + 1,
+                            std::max(mark.column, 0) + 1, field, what, allowed));
   }
   [[noreturn]] void fail(const Entry& e, std::string_view what) const {
     fail(e.mark(), e.field, what, allowed_values(e.field));
@@ -166,7 +165,8 @@ class SpecReader {
   template <class Keys>
   std::vector<Entry> entries(const YAML::Node& map, std::string_view prefix, const Keys& keys) {
     std::vector<Entry> out;
-    std::string map_field = prefix.empty() ? "spec" : std::string(prefix.substr(0, prefix.size() - 1));
+    std::string map_field =
+        prefix.empty() ? "spec" : std::string(prefix.substr(0, prefix.size() - 1));
     for (const auto& item : map) {
       if (!item.first.IsScalar())
         fail(item.first.Mark(), map_field, fmt::format("a key is {}", describe(item.first)),
@@ -176,7 +176,8 @@ class SpecReader {
       if (std::find(std::begin(keys), std::end(keys), key) == std::end(keys))
         fail(item.first.Mark(), field, fmt::format("unknown key{}", suggestion(key, keys)),
              fmt::format("{}", fmt::join(keys, ", ")));
-      auto first = std::find_if(out.begin(), out.end(), [&](const Entry& e) { return e.key == key; });
+      auto first =
+          std::find_if(out.begin(), out.end(), [&](const Entry& e) { return e.key == key; });
       if (first != out.end())
         fail(item.first.Mark(), field,
              fmt::format("given twice (first at line {})", first->key_mark.line + 1),
@@ -265,14 +266,14 @@ class SpecReader {
       note(item.field, item);
       std::erase(missing, item.key);
     }
-    if (!missing.empty())
-      fail(e, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
+    if (!missing.empty()) fail(e, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
     if (auto p = gen::find_explicit_tiles_problem(tiles)) fail_at_origin(*p, e.mark());
     spec.tiles = tiles;
   }
 
   std::string scalar(const Entry& e, std::string_view expected) const {
-    if (!e.value.IsScalar()) fail(e, fmt::format("expected {}, got {}", expected, describe(e.value)));
+    if (!e.value.IsScalar())
+      fail(e, fmt::format("expected {}, got {}", expected, describe(e.value)));
     return e.value.Scalar();
   }
 
@@ -323,16 +324,19 @@ Spec Spec::from_yaml(const std::string& text, const std::string& source) {
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw Error(ErrorKind::Spec,
-                fmt::format("{}:{}:{}: yaml: {}; allowed: YAML `key: value` lines (see configs/README.md)",
-                            source, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw Error(
+        ErrorKind::Spec,
+        fmt::format("{}:{}:{}: yaml: {}; allowed: YAML `key: value` lines (see configs/README.md)",
+                    source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   return SpecReader(source).read(root);
 }
 
 Spec Spec::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, fmt::format("{}: cannot open spec file: {}", path, std::strerror(errno)));
+  if (!in)
+    throw Error(ErrorKind::Io,
+                fmt::format("{}: cannot open spec file: {}", path, std::strerror(errno)));
   if (std::filesystem::is_directory(path))
     throw Error(ErrorKind::Io, fmt::format("{}: is a directory, not a spec file", path));
   std::ostringstream text;

@@ -1,10 +1,10 @@
 // Spec parsing, validation, defaults, printing, the shipped configs, and dense strides.
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "flashjit/flashjit.h"
 
@@ -102,7 +102,8 @@ TEST_CASE("spec: defaults") {
   CHECK(spec.arch == Arch::Auto);
   CHECK_FALSE(spec.warp_specialization);
   CHECK(spec.tiles == Tiles{});
-  CHECK(Spec::from_yaml("head_dim: 100\ncausal: true\ndtype: fp16\n").name == "qk100_v100_fp16_causal");
+  CHECK(Spec::from_yaml("head_dim: 100\ncausal: true\ndtype: fp16\n").name ==
+        "qk100_v100_fp16_causal");
   CHECK(Spec::from_yaml("{head_dim: 8, hopper: {}}").warp_specialization == false);
 }
 
@@ -137,8 +138,9 @@ tiles: {block_m: 128, block_n: 64, warps: 4, stages: 2}
 
 TEST_CASE("spec errors: unknown keys name the key, its position, the allowed keys, a suggestion") {
   check_yaml_error("name: x\nhead_dim: 64\ncasual: true\n", "bad.yaml:3:1: casual: unknown key",
-                   {"did you mean 'causal'?", "allowed: name, head_dim, head_dim_qk, head_dim_v, "
-                                              "dtype, causal, mask, arch, hopper, tiles"});
+                   {"did you mean 'causal'?",
+                    "allowed: name, head_dim, head_dim_qk, head_dim_v, "
+                    "dtype, causal, mask, arch, hopper, tiles"});
   CHECK(yaml_error("head_dim: 64\ncolour: red\n").find("did you mean") == std::string::npos);
   check_yaml_error("head_dim: 64\nhopper: {warp_specialisation: true}\n",
                    "bad.yaml:2:10: hopper.warp_specialisation: unknown key",
@@ -168,22 +170,28 @@ TEST_CASE("spec errors: wrong types name the field") {
   check_yaml_error("head_dim: 64\ncausal: yes please\n", "bad.yaml:2:9: causal: ",
                    {"expected true or false, got 'yes please'", "allowed: true, false"});
   check_yaml_error("head_dim: 64\ncausal: yes\n", "bad.yaml:2:9: causal: expected true or false");
-  check_yaml_error("head_dim: 64\ncausal: \"true\"\n", "bad.yaml:2:9: causal: expected true or false");
+  check_yaml_error("head_dim: 64\ncausal: \"true\"\n",
+                   "bad.yaml:2:9: causal: expected true or false");
   check_yaml_error("head_dim: 12.5\n", "bad.yaml:1:11: head_dim: expected an integer, got '12.5'",
                    {"allowed: an integer in 1..512"});
-  check_yaml_error("head_dim: [1]\n", "bad.yaml:1:11: head_dim: expected an integer, got a sequence");
+  check_yaml_error("head_dim: [1]\n",
+                   "bad.yaml:1:11: head_dim: expected an integer, got a sequence");
   check_yaml_error("head_dim: {a: 1}\n", "bad.yaml:1:11: head_dim: expected an integer, got a map");
   check_yaml_error("head_dim: \"100\"\n",
                    "bad.yaml:1:11: head_dim: expected an integer, got the quoted string \"100\"");
   check_yaml_error("head_dim:\n", "bad.yaml:1:1: head_dim: expected an integer, got no value");
   check_yaml_error("head_dim: 99999999999\n", "bad.yaml:1:11: head_dim: expected an integer");
-  check_yaml_error("head_dim: 64\nname: [a]\n", "bad.yaml:2:7: name: expected a name, got a sequence");
-  check_yaml_error("head_dim: 64\ndtype: {a: 1}\n", "bad.yaml:2:8: dtype: expected a word, got a map");
-  check_yaml_error("head_dim: 64\nhopper: true\n", "bad.yaml:2:9: hopper: expected a map, got 'true'",
+  check_yaml_error("head_dim: 64\nname: [a]\n",
+                   "bad.yaml:2:7: name: expected a name, got a sequence");
+  check_yaml_error("head_dim: 64\ndtype: {a: 1}\n",
+                   "bad.yaml:2:8: dtype: expected a word, got a map");
+  check_yaml_error("head_dim: 64\nhopper: true\n",
+                   "bad.yaml:2:9: hopper: expected a map, got 'true'",
                    {"allowed: a map with the key warp_specialization"});
   check_yaml_error("head_dim: 64\nhopper: {warp_specialization: 1}\n",
                    "bad.yaml:2:31: hopper.warp_specialization: expected true or false, got '1'");
-  check_yaml_error("head_dim: 64\ntiles: big\n", "bad.yaml:2:8: tiles: expected auto or a map, got 'big'");
+  check_yaml_error("head_dim: 64\ntiles: big\n",
+                   "bad.yaml:2:8: tiles: expected auto or a map, got 'big'");
   check_yaml_error("head_dim: 64\ntiles: {block_m: 64, block_n: 64, warps: four, stages: 2}\n",
                    "bad.yaml:2:42: tiles.warps: expected an integer, got 'four'",
                    {"allowed: 1, 2, 4, 8, 16"});
@@ -193,8 +201,10 @@ TEST_CASE("spec errors: head dims") {
   check_yaml_error("head_dim: 0\n", "bad.yaml:1:11: head_dim: 0 is out of range",
                    {"allowed: an integer in 1..512"});
   check_yaml_error("dtype: fp16\nhead_dim: 513\n", "bad.yaml:2:11: head_dim: 513 is out of range");
-  check_yaml_error("head_dim_qk: 600\nhead_dim_v: 64\n", "bad.yaml:1:14: head_dim_qk: 600 is out of range");
-  check_yaml_error("head_dim_qk: 64\nhead_dim_v: -1\n", "bad.yaml:2:13: head_dim_v: -1 is out of range");
+  check_yaml_error("head_dim_qk: 600\nhead_dim_v: 64\n",
+                   "bad.yaml:1:14: head_dim_qk: 600 is out of range");
+  check_yaml_error("head_dim_qk: 64\nhead_dim_v: -1\n",
+                   "bad.yaml:2:13: head_dim_v: -1 is out of range");
   check_yaml_error("head_dim: 64\nhead_dim_qk: 64\n",
                    "bad.yaml:2:1: head_dim_qk: cannot be combined with head_dim (line 1)",
                    {"allowed: either head_dim, or both head_dim_qk and head_dim_v"});
@@ -251,7 +261,8 @@ TEST_CASE("spec errors: tiles") {
                    "bad.yaml:2:42: tiles.warps: 3 is not a supported warp count",
                    {"allowed: 1, 2, 4, 8, 16"});
   check_yaml_error(tiles("{block_m: 64, block_n: 64, warps: 4, stages: 5}"),
-                   "bad.yaml:2:53: tiles.stages: 5 is out of range", {"allowed: an integer in 1..4"});
+                   "bad.yaml:2:53: tiles.stages: 5 is out of range",
+                   {"allowed: an integer in 1..4"});
   check_yaml_error(tiles("{block_m: 64, block_n: 64, warps: 4, stages: 0}"),
                    "bad.yaml:2:53: tiles.stages: 0 is out of range");
   check_yaml_error(tiles("{block_m: 64, block_n: 64, warps: 8, stages: 2}"),
@@ -323,9 +334,10 @@ TEST_CASE("spec: to_yaml prints every field resolved and round-trips") {
   Spec spec = valid_spec();
   spec.causal = true;
   std::string text = spec.to_yaml();
-  for (const char* line : {"name: qk100_v100_bf16_causal\n", "head_dim_qk: 100\n", "head_dim_v: 100\n",
-                           "dtype: bf16\n", "causal: true\n", "mask: none\n", "arch: auto\n",
-                           "hopper: {warp_specialization: false}\n", "tiles: auto\n"})
+  for (const char* line :
+       {"name: qk100_v100_bf16_causal\n", "head_dim_qk: 100\n", "head_dim_v: 100\n",
+        "dtype: bf16\n", "causal: true\n", "mask: none\n", "arch: auto\n",
+        "hopper: {warp_specialization: false}\n", "tiles: auto\n"})
     CHECK_MESSAGE(text.find(line) != std::string::npos, text);
 
   Spec full;
@@ -360,9 +372,11 @@ TEST_CASE("spec: every shipped config parses, is named after its file, and round
     stems.push_back(stem);
   }
   for (const char* required :
-       {"hd64", "hd64_causal", "hd128", "hd128_causal", "hd128_fp16", "hd256", "hd256_causal", "hd1",
-        "hd8", "hd40", "hd72", "hd80", "hd96", "hd100", "hd100_causal_bf16", "hd112", "hd136", "hd160",
-        "hd192", "hd200", "hd320", "hd512", "qk192_v128", "qk128_v64", "qk64_v256"}) {
+       {"hd64",  "hd64_causal",  "hd128",      "hd128_causal", "hd128_fp16",
+        "hd256", "hd256_causal", "hd1",        "hd8",          "hd40",
+        "hd72",  "hd80",         "hd96",       "hd100",        "hd100_causal_bf16",
+        "hd112", "hd136",        "hd160",      "hd192",        "hd200",
+        "hd320", "hd512",        "qk192_v128", "qk128_v64",    "qk64_v256"}) {
     INFO("required config: ", required);
     CHECK(std::find(stems.begin(), stems.end(), required) != stems.end());
   }
@@ -395,7 +409,8 @@ TEST_CASE("ForwardArgs::contiguous: dense strides in the FlashAttention layout")
   CHECK(args.o_stride.seq == 8 * 128);
   CHECK(args.o_stride.head == 128);
   // Strides are 64-bit: large tensors must not overflow.
-  ForwardArgs big = ForwardArgs::contiguous(Spec::from_yaml("head_dim: 512"), 1, 64, 64, 1 << 17, 1);
+  ForwardArgs big =
+      ForwardArgs::contiguous(Spec::from_yaml("head_dim: 512"), 1, 64, 64, 1 << 17, 1);
   CHECK(big.q_stride.batch == int64_t(1) << 32);
 }
 
