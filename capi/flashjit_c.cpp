@@ -1,0 +1,160 @@
+// The C ABI of flashjit_c.h: handles wrap the C++ objects, exceptions become status codes
+// and a thread-local message. No logic of its own beyond that translation.
+#include "flashjit/flashjit_c.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "flashjit/flashjit.h"
+
+struct flashjit_runtime {
+  flashjit::Runtime runtime;
+};
+
+struct flashjit_kernel {
+  std::shared_ptr<flashjit::Kernel> kernel;
+  std::string report_json;  // backs the pointer flashjit_kernel_report_json returns
+};
+
+namespace {
+
+using flashjit::ErrorKind;
+
+// The status values are ErrorKind + 1: keep the header's enum in step with ErrorKind.
+constexpr int status_of(ErrorKind kind) { return static_cast<int>(kind) + 1; }
+static_assert(status_of(ErrorKind::Spec) == FLASHJIT_ERROR_SPEC);
+static_assert(status_of(ErrorKind::Shape) == FLASHJIT_ERROR_SHAPE);
+static_assert(status_of(ErrorKind::Compile) == FLASHJIT_ERROR_COMPILE);
+static_assert(status_of(ErrorKind::Driver) == FLASHJIT_ERROR_DRIVER);
+static_assert(status_of(ErrorKind::NoDevice) == FLASHJIT_ERROR_NO_DEVICE);
+static_assert(status_of(ErrorKind::Cache) == FLASHJIT_ERROR_CACHE);
+static_assert(status_of(ErrorKind::Io) == FLASHJIT_ERROR_IO);
+static_assert(status_of(ErrorKind::Usage) == FLASHJIT_ERROR_USAGE);
+
+thread_local std::string last_error;
+
+int fail(int status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+// Runs `body`, turning any exception into a status and the thread's last error: exceptions
+// must not cross the C boundary.
+template <typename Body>
+int guarded(const char* function, Body&& body) {
+  try {
+    body();
+    return FLASHJIT_OK;
+  } catch (const flashjit::Error& e) {
+    return fail(status_of(e.kind()), e.what());
+  } catch (const std::exception& e) {
+    return fail(FLASHJIT_ERROR_INTERNAL, std::string(function) + ": " + e.what());
+  } catch (...) {
+    return fail(FLASHJIT_ERROR_INTERNAL, std::string(function) + ": unknown exception");
+  }
+}
+
+flashjit::Error null_argument(const char* function, const char* argument) {
+  return flashjit::Error(ErrorKind::Usage, std::string(function) + ": " + argument + " is null");
+}
+
+flashjit::TensorStrides strides_of(const int64_t* s, const char* function, const char* name) {
+  if (s == nullptr) throw null_argument(function, name);
+  return {s[0], s[1], s[2]};
+}
+
+nlohmann::json to_json(const flashjit::CompileReport& r) {
+  return {{"kernel_name", r.kernel_name},
+          {"target", r.target},
+          {"registers", r.registers},
+          {"shared_bytes", r.shared_bytes},
+          {"spill_store_bytes", r.spill_store_bytes},
+          {"spill_load_bytes", r.spill_load_bytes},
+          {"stack_bytes", r.stack_bytes},
+          {"compile_ms", r.compile_ms},
+          {"cache_hit", r.cache_hit},
+          {"tiles",
+           {{"block_m", r.tiles.block_m},
+            {"block_n", r.tiles.block_n},
+            {"warps", r.tiles.warps},
+            {"stages", r.tiles.stages}}}};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* flashjit_last_error(void) { return last_error.c_str(); }
+
+const char* flashjit_version(void) { return flashjit::version(); }
+
+int flashjit_runtime_create(flashjit_runtime** out) {
+  return guarded("flashjit_runtime_create", [&] {
+    if (out == nullptr) throw null_argument("flashjit_runtime_create", "out");
+    *out = new flashjit_runtime{};
+  });
+}
+
+void flashjit_runtime_destroy(flashjit_runtime* runtime) { delete runtime; }
+
+int flashjit_kernel_from_yaml(flashjit_runtime* runtime, const char* yaml_text,
+                              flashjit_kernel** out) {
+  constexpr const char* function = "flashjit_kernel_from_yaml";
+  return guarded(function, [&] {
+    if (runtime == nullptr) throw null_argument(function, "runtime");
+    if (yaml_text == nullptr) throw null_argument(function, "yaml_text");
+    if (out == nullptr) throw null_argument(function, "out");
+    *out = nullptr;
+    const flashjit::Spec spec = flashjit::Spec::from_yaml(yaml_text, "<yaml_text>");
+    *out = new flashjit_kernel{runtime->runtime.kernel(spec), {}};
+  });
+}
+
+void flashjit_kernel_destroy(flashjit_kernel* kernel) { delete kernel; }
+
+int flashjit_forward(flashjit_kernel* kernel, const void* q, const void* k, const void* v,
+                     void* o, float* lse, int batch, int heads_q, int heads_kv, int seqlen_q,
+                     int seqlen_k, const int64_t q_strides[3], const int64_t k_strides[3],
+                     const int64_t v_strides[3], const int64_t o_strides[3],
+                     float softmax_scale, void* stream) {
+  constexpr const char* function = "flashjit_forward";
+  return guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    flashjit::ForwardArgs args;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.o = o;
+    args.lse = lse;
+    args.batch = batch;
+    args.heads_q = heads_q;
+    args.heads_kv = heads_kv;
+    args.seqlen_q = seqlen_q;
+    args.seqlen_k = seqlen_k;
+    args.q_stride = strides_of(q_strides, function, "q_strides");
+    args.k_stride = strides_of(k_strides, function, "k_strides");
+    args.v_stride = strides_of(v_strides, function, "v_strides");
+    args.o_stride = strides_of(o_strides, function, "o_strides");
+    args.softmax_scale = softmax_scale;
+    kernel->kernel->forward(args, stream);  // checks pointers and shapes itself
+  });
+}
+
+const char* flashjit_kernel_report_json(flashjit_kernel* kernel) {
+  constexpr const char* function = "flashjit_kernel_report_json";
+  const int status = guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    nlohmann::json reports = nlohmann::json::array();
+    for (const flashjit::CompileReport& report : kernel->kernel->reports()) {
+      reports.push_back(to_json(report));
+    }
+    kernel->report_json =
+        nlohmann::json{{"spec", kernel->kernel->spec().name}, {"reports", reports}}.dump();
+  });
+  return status == FLASHJIT_OK ? kernel->report_json.c_str() : nullptr;
+}
+
+}  // extern "C"

@@ -1,0 +1,85 @@
+/* flashjit C ABI: a thin layer over the C++ API (flashjit.h) for callers that cannot use C++,
+ * e.g. Python through ctypes (bench/compare.py). Everything real happens in the C++ API.
+ *
+ * Every function that can fail returns a status: FLASHJIT_OK (0), or the flashjit::ErrorKind
+ * of the failure + 1. flashjit_last_error() then holds the message, for the calling thread.
+ *
+ * Layout and strides are those of the C++ API (DESIGN.md): Q [batch, seqlen_q, heads_q, dqk],
+ * K [batch, seqlen_k, heads_kv, dqk], V [batch, seqlen_k, heads_kv, dv],
+ * O [batch, seqlen_q, heads_q, dv], LSE [batch, heads_q, seqlen_q] fp32 contiguous.
+ * Strides are in elements, ordered {batch, seq, head}; the head_dim stride must be 1. */
+#ifndef FLASHJIT_FLASHJIT_C_H
+#define FLASHJIT_FLASHJIT_C_H
+
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define FLASHJIT_C_API __attribute__((visibility("default")))
+#else
+#define FLASHJIT_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: flashjit::ErrorKind + 1, in the order of that enum. */
+enum flashjit_status {
+  FLASHJIT_OK = 0,
+  FLASHJIT_ERROR_SPEC = 1,       /* invalid YAML / spec */
+  FLASHJIT_ERROR_SHAPE = 2,      /* shapes, strides or pointers do not fit the kernel */
+  FLASHJIT_ERROR_COMPILE = 3,    /* NVRTC rejected the generated source */
+  FLASHJIT_ERROR_DRIVER = 4,     /* a CUDA driver call failed */
+  FLASHJIT_ERROR_NO_DEVICE = 5,  /* no CUDA driver or GPU on this machine */
+  FLASHJIT_ERROR_CACHE = 6,      /* the disk cache could not be used */
+  FLASHJIT_ERROR_IO = 7,         /* a file could not be read or written */
+  FLASHJIT_ERROR_USAGE = 8,      /* unsupported request, or a null handle/argument */
+  FLASHJIT_ERROR_INTERNAL = 9    /* any other C++ exception (e.g. out of host memory) */
+};
+
+typedef struct flashjit_runtime flashjit_runtime; /* owns the compile caches */
+typedef struct flashjit_kernel flashjit_kernel;   /* one spec, compiled on first forward */
+
+/* Message of the last failure on this thread ("" if none yet). Valid until the next failing
+ * call on this thread. */
+FLASHJIT_C_API const char* flashjit_last_error(void);
+
+/* The generator version (part of every cache key). */
+FLASHJIT_C_API const char* flashjit_version(void);
+
+/* A runtime for device 0. Reads FLASHJIT_CACHE_DIR / FLASHJIT_DISABLE_CACHE when created.
+ * Works without a GPU (kernels then fail with FLASHJIT_ERROR_NO_DEVICE). */
+FLASHJIT_C_API int flashjit_runtime_create(flashjit_runtime** out);
+FLASHJIT_C_API void flashjit_runtime_destroy(flashjit_runtime* runtime); /* null: no-op */
+
+/* A kernel for the spec in `yaml_text` (the YAML schema of configs/README.md). Kernels stay
+ * valid after their runtime is destroyed. Fails with FLASHJIT_ERROR_SPEC on a bad spec and
+ * FLASHJIT_ERROR_NO_DEVICE without a GPU. */
+FLASHJIT_C_API int flashjit_kernel_from_yaml(flashjit_runtime* runtime, const char* yaml_text,
+                                             flashjit_kernel** out);
+FLASHJIT_C_API void flashjit_kernel_destroy(flashjit_kernel* kernel); /* null: no-op */
+
+/* Launches the forward pass on `stream` (a CUstream / cudaStream_t; null = default stream).
+ * The first call for a new pointer/stride alignment compiles (or loads from the disk cache)
+ * before launching. `lse` may be null. softmax_scale 0 means 1/sqrt(head_dim_qk). */
+FLASHJIT_C_API int flashjit_forward(flashjit_kernel* kernel, const void* q, const void* k,
+                                    const void* v, void* o, float* lse, int batch, int heads_q,
+                                    int heads_kv, int seqlen_q, int seqlen_k,
+                                    const int64_t q_strides[3], const int64_t k_strides[3],
+                                    const int64_t v_strides[3], const int64_t o_strides[3],
+                                    float softmax_scale, void* stream);
+
+/* The kernel's compile reports as JSON text:
+ *   {"spec": NAME, "reports": [{"kernel_name", "target", "registers", "shared_bytes",
+ *     "spill_store_bytes", "spill_load_bytes", "stack_bytes", "compile_ms", "cache_hit",
+ *     "tiles": {"block_m", "block_n", "warps", "stages"}}, ...]}
+ * one report per variant compiled so far. The text is owned by the kernel and valid until the
+ * next call of this function on the same kernel, or its destruction. Null on failure (a null
+ * kernel: see flashjit_last_error). */
+FLASHJIT_C_API const char* flashjit_kernel_report_json(flashjit_kernel* kernel);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASHJIT_FLASHJIT_C_H */
