@@ -1,0 +1,246 @@
+// The disk cache: keys, round trips, corrupt entries, the switches in the environment, and
+// several processes writing one key at once.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "runtime/disk_cache.h"
+#include "runtime/env.h"
+#include "tests/cpu/runtime_test_support.h"
+
+using flashjit::rt::cache_key;
+using flashjit::rt::CacheEntry;
+using flashjit::rt::CacheKeyInput;
+using flashjit::rt::DiskCache;
+using flashjit::test::ScopedEnv;
+using flashjit::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+CacheKeyInput sample_key_input() {
+  return {"0.1.0", "extern \"C\" __global__ void k() {}", "13.0",
+          {"-std=c++17", "--gpu-architecture=sm_80", "-lineinfo"}, "sm_80"};
+}
+
+CacheEntry sample_entry(size_t cubin_bytes = 4096) {
+  std::string cubin(cubin_bytes, '\0');
+  for (size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<char>(i * 131 + 7);
+  return {"fa_test_kernel", "sm_80", cubin, ".version 9.0\n.target sm_80\n",
+          "ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n"};
+}
+
+bool same(const CacheEntry& a, const CacheEntry& b) {
+  return a.kernel_name == b.kernel_name && a.target == b.target && a.cubin == b.cubin &&
+         a.ptx == b.ptx && a.ptxas_log == b.ptxas_log;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir)) names.push_back(item.path().filename());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("cache key: hex SHA-256 that changes with every input") {
+  const CacheKeyInput base = sample_key_input();
+  const std::string key = cache_key(base);
+  CHECK(key.size() == 64);
+  CHECK(key.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(cache_key(base) == key);
+
+  auto changed = [&](auto mutate) {
+    CacheKeyInput input = base;
+    mutate(input);
+    return cache_key(input);
+  };
+  CHECK(changed([](CacheKeyInput& i) { i.generator_version = "0.1.1"; }) != key);
+  CHECK(changed([](CacheKeyInput& i) { i.source += " "; }) != key);
+  CHECK(changed([](CacheKeyInput& i) { i.nvrtc_version = "13.1"; }) != key);
+  CHECK(changed([](CacheKeyInput& i) { i.options.push_back("-DNDEBUG"); }) != key);
+  CHECK(changed([](CacheKeyInput& i) { i.options[2] = "-G"; }) != key);
+  CHECK(changed([](CacheKeyInput& i) { i.target = "sm_90a"; }) != key);
+  // Length prefixes keep field boundaries: moving text from one field to the next changes it.
+  CHECK(changed([](CacheKeyInput& i) {
+          i.generator_version += "1";
+          i.source = i.source.substr(1);
+        }) != key);
+}
+
+TEST_CASE("cache key: the order of the options does not matter") {
+  CacheKeyInput reordered = sample_key_input();
+  std::reverse(reordered.options.begin(), reordered.options.end());
+  CHECK(cache_key(reordered) == cache_key(sample_key_input()));
+}
+
+TEST_CASE("disk cache: store then load gives the entry back") {
+  TempDir dir;
+  const DiskCache cache(dir.str() + "/nested/cache", true);
+  const std::string key = cache_key(sample_key_input());
+  const CacheEntry entry = sample_entry();
+
+  CHECK_FALSE(cache.load(entry.kernel_name, key).has_value());
+  cache.store(key, entry);
+  const auto loaded = cache.load(entry.kernel_name, key);
+  REQUIRE(loaded.has_value());
+  CHECK(same(*loaded, entry));
+  CHECK(cache.path_for(entry.kernel_name, key) ==
+        dir.str() + "/nested/cache/fa_test_kernel-" + key + ".fjk");
+
+  const auto stats = cache.stats();
+  CHECK(stats.enabled);
+  CHECK(stats.entries == 1);
+  CHECK(stats.bytes > entry.cubin.size());
+  // Another key under the same kernel name is a miss.
+  CHECK_FALSE(cache.load(entry.kernel_name, std::string(64, '0')).has_value());
+}
+
+TEST_CASE("disk cache: a truncated, altered or wrong-version entry is a miss and gets rewritten") {
+  TempDir dir;
+  const DiskCache cache(dir.str(), true);
+  const std::string key = cache_key(sample_key_input());
+  const CacheEntry entry = sample_entry();
+  const std::string path = cache.path_for(entry.kernel_name, key);
+  cache.store(key, entry);
+  const std::string good = read_file(path);
+
+  auto check_corruption = [&](const std::string& bytes) {
+    write_file(path, bytes);
+    CHECK_FALSE(cache.load(entry.kernel_name, key).has_value());
+    cache.store(key, entry);  // the next store repairs it
+    const auto loaded = cache.load(entry.kernel_name, key);
+    REQUIRE(loaded.has_value());
+    CHECK(same(*loaded, entry));
+  };
+  SUBCASE("truncated") { check_corruption(good.substr(0, good.size() / 2)); }
+  SUBCASE("truncated to nothing") { check_corruption(""); }
+  SUBCASE("one byte flipped in the cubin") {
+    std::string bad = good;
+    bad[good.size() / 2] ^= 0x40;
+    check_corruption(bad);
+  }
+  SUBCASE("one byte flipped in the checksum") {
+    std::string bad = good;
+    bad.back() ^= 0x01;
+    check_corruption(bad);
+  }
+  SUBCASE("another format version") {
+    std::string bad = good;
+    bad[8] = static_cast<char>(bad[8] + 1);  // the u32 after the 8-byte magic
+    check_corruption(bad);
+  }
+  SUBCASE("trailing garbage") { check_corruption(good + "x"); }
+  SUBCASE("another key's entry under this name") {
+    const std::string other = cache_key({"x", "y", "z", {}, "sm_80"});
+    cache.store(other, entry);
+    check_corruption(read_file(cache.path_for(entry.kernel_name, other)));
+  }
+}
+
+TEST_CASE("disk cache: a disabled cache neither loads nor stores") {
+  TempDir dir;
+  const DiskCache cache(dir.str(), false);
+  const std::string key = cache_key(sample_key_input());
+  cache.store(key, sample_entry());
+  CHECK(files_in(dir.path()).empty());
+  CHECK_FALSE(cache.load("fa_test_kernel", key).has_value());
+  CHECK_FALSE(cache.stats().enabled);
+}
+
+TEST_CASE("environment: FLASHJIT_CACHE_DIR, XDG_CACHE_HOME, HOME and FLASHJIT_DISABLE_CACHE") {
+  ScopedEnv disable("FLASHJIT_DISABLE_CACHE", std::nullopt);
+  {
+    ScopedEnv dir("FLASHJIT_CACHE_DIR", "/tmp/fj-explicit");
+    ScopedEnv xdg("XDG_CACHE_HOME", "/tmp/xdg");
+    CHECK(DiskCache::from_env().dir() == "/tmp/fj-explicit");
+    CHECK(DiskCache::from_env().enabled());
+  }
+  {
+    ScopedEnv dir("FLASHJIT_CACHE_DIR", std::nullopt);
+    ScopedEnv xdg("XDG_CACHE_HOME", "/tmp/xdg");
+    CHECK(DiskCache::from_env().dir() == "/tmp/xdg/flashjit");
+  }
+  {
+    ScopedEnv dir("FLASHJIT_CACHE_DIR", std::nullopt);
+    ScopedEnv xdg("XDG_CACHE_HOME", std::nullopt);
+    ScopedEnv home("HOME", "/home/someone");
+    CHECK(DiskCache::from_env().dir() == "/home/someone/.cache/flashjit");
+  }
+  {
+    ScopedEnv off("FLASHJIT_DISABLE_CACHE", "1");
+    CHECK_FALSE(DiskCache::from_env().enabled());
+  }
+  {
+    ScopedEnv off("FLASHJIT_DISABLE_CACHE", "0");
+    CHECK(DiskCache::from_env().enabled());
+  }
+}
+
+TEST_CASE("disk cache: several processes storing one key at once leave one valid file") {
+  TempDir dir;
+  const DiskCache cache(dir.str(), true);
+  const std::string key = cache_key(sample_key_input());
+  const CacheEntry entry = sample_entry(8 << 20);  // large, so the writes overlap in time
+
+  constexpr int kProcesses = 8;
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      // Child: store and read back a few times, racing the others; no doctest in here.
+      for (int round = 0; round < 3; ++round) {
+        cache.store(key, entry);
+        const auto loaded = cache.load(entry.kernel_name, key);
+        // A reader may see no file yet, never a torn one.
+        if (loaded && !same(*loaded, entry)) _exit(1);
+      }
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  const auto loaded = cache.load(entry.kernel_name, key);
+  REQUIRE(loaded.has_value());
+  CHECK(same(*loaded, entry));
+  // Exactly the entry: every temporary file was renamed into place.
+  const std::vector<std::string> names = files_in(dir.path());
+  REQUIRE(names.size() == 1);
+  CHECK(names[0] == fs::path(cache.path_for(entry.kernel_name, key)).filename());
+}
+
+TEST_CASE("disk cache: clear removes entries and stale temporary files") {
+  TempDir dir;
+  const DiskCache cache(dir.str(), true);
+  cache.store(cache_key(sample_key_input()), sample_entry());
+  cache.store(cache_key({"a", "b", "c", {}, "sm_90a"}), sample_entry());
+  write_file(dir.str() + "/fa_test_kernel-abc.fjk.tmp-XYZ123", "left by a killed writer");
+  write_file(dir.str() + "/notes.txt", "not ours");
+  CHECK(cache.stats().entries == 2);
+  CHECK(cache.clear() == 2);
+  CHECK(cache.stats().entries == 0);
+  CHECK(files_in(dir.path()) == std::vector<std::string>{"notes.txt"});
+}
