@@ -1,0 +1,113 @@
+"""ctypes binding of libflashjit_c.so (include/flashjit/flashjit_c.h) for PyTorch tensors.
+Only what the benchmark needs: runtimes, kernels from YAML, forward, compile reports."""
+from __future__ import annotations
+
+import ctypes
+import json
+from typing import Callable
+
+# flashjit::ErrorKind + 1, as flashjit_c.h numbers them.
+STATUS_NAMES = {1: "spec", 2: "shape", 3: "compile", 4: "driver", 5: "no-device",
+                6: "cache", 7: "io", 8: "usage", 9: "internal"}
+
+_Strides = ctypes.c_int64 * 3
+
+
+class FlashjitError(RuntimeError):
+    def __init__(self, status: int, message: str):
+        self.status = status
+        self.kind = STATUS_NAMES.get(status, f"status {status}")
+        super().__init__(f"flashjit {self.kind} error: {message}")
+
+
+class Library:
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        p, i = ctypes.c_void_p, ctypes.c_int
+        lib.flashjit_last_error.restype = ctypes.c_char_p
+        lib.flashjit_last_error.argtypes = []
+        lib.flashjit_version.restype = ctypes.c_char_p
+        lib.flashjit_version.argtypes = []
+        lib.flashjit_runtime_create.restype = i
+        lib.flashjit_runtime_create.argtypes = [ctypes.POINTER(p)]
+        lib.flashjit_runtime_destroy.restype = None
+        lib.flashjit_runtime_destroy.argtypes = [p]
+        lib.flashjit_kernel_from_yaml.restype = i
+        lib.flashjit_kernel_from_yaml.argtypes = [p, ctypes.c_char_p, ctypes.POINTER(p)]
+        lib.flashjit_kernel_destroy.restype = None
+        lib.flashjit_kernel_destroy.argtypes = [p]
+        lib.flashjit_forward.restype = i
+        lib.flashjit_forward.argtypes = [p, p, p, p, p, p, i, i, i, i, i,
+                                         _Strides, _Strides, _Strides, _Strides,
+                                         ctypes.c_float, p]
+        lib.flashjit_kernel_report_json.restype = ctypes.c_char_p
+        lib.flashjit_kernel_report_json.argtypes = [p]
+        self.c = lib
+        self.path = path
+
+    def version(self) -> str:
+        return self.c.flashjit_version().decode()
+
+    def check(self, status: int) -> None:
+        if status != 0:
+            raise FlashjitError(status, self.c.flashjit_last_error().decode(errors="replace"))
+
+
+class Kernel:
+    def __init__(self, lib: Library, handle: ctypes.c_void_p):
+        self._lib = lib
+        self._handle = handle
+
+    def close(self) -> None:
+        if self._handle:
+            self._lib.c.flashjit_kernel_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def launcher(self, q, k, v, o, lse, softmax_scale: float, stream: int) -> Callable[[], None]:
+        """A call that launches the forward on these tensors (torch layout [batch, seqlen,
+        heads, dim], flashjit's own). The ctypes arguments are built once, so that timing a
+        launch measures the launch, not Python argument conversion."""
+        batch, seqlen_q, heads_q, _ = q.shape
+        _, seqlen_k, heads_kv, _ = k.shape
+        for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+            if t.stride(-1) != 1:
+                raise ValueError(f"{name}: the head_dim stride must be 1, got {t.stride()}")
+        args = (self._handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                lse.data_ptr() if lse is not None else None,
+                batch, heads_q, heads_kv, seqlen_q, seqlen_k,
+                _Strides(*q.stride()[:3]), _Strides(*k.stride()[:3]),
+                _Strides(*v.stride()[:3]), _Strides(*o.stride()[:3]),
+                softmax_scale, stream)
+        forward, check = self._lib.c.flashjit_forward, self._lib.check
+
+        def launch() -> None:
+            check(forward(*args))
+
+        return launch
+
+    def reports(self) -> dict:
+        text = self._lib.c.flashjit_kernel_report_json(self._handle)
+        if text is None:
+            message = self._lib.c.flashjit_last_error().decode(errors="replace")
+            raise RuntimeError(f"flashjit_kernel_report_json failed: {message}")
+        return json.loads(text)
+
+
+class Runtime:
+    """Reads FLASHJIT_CACHE_DIR when created: set the environment first."""
+
+    def __init__(self, lib: Library):
+        self._lib = lib
+        self._handle = ctypes.c_void_p()
+        lib.check(lib.c.flashjit_runtime_create(ctypes.byref(self._handle)))
+
+    def close(self) -> None:
+        if self._handle:
+            self._lib.c.flashjit_runtime_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def kernel(self, spec_yaml: str) -> Kernel:
+        handle = ctypes.c_void_p()
+        self._lib.check(self._lib.c.flashjit_kernel_from_yaml(
+            self._handle, spec_yaml.encode(), ctypes.byref(handle)))
+        return Kernel(self._lib, handle)

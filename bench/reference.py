@@ -1,0 +1,71 @@
+"""The correctness check of the benchmark: an fp32 reference of attention on the upcast
+inputs, for a few (batch, head) pairs, computed over query chunks so that even a
+16k x 16k score matrix never has to exist at once."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+# Scores of one chunk: at most this many fp32 elements (256 MiB), whatever the seqlen.
+CHUNK_ELEMENTS = 1 << 26
+
+
+def sampled_heads(batch: int, heads: int) -> list[tuple[int, int]]:
+    """First, middle and last (batch, head): catches indexing errors at either end."""
+    return sorted({(0, 0), (batch // 2, heads // 2), (batch - 1, heads - 1)})
+
+
+def reference_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                   causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """O [seqlen_q, dv] and LSE [seqlen_q] in fp32 for one head. q [Sq, dqk], k [Sk, dqk],
+    v [Sk, dv] in any float dtype. Causal is bottom-right aligned (DESIGN.md); a row that
+    sees no key gets O = 0 and LSE = -inf, as flashjit writes it."""
+    q, k, v = q.float(), k.float(), v.float()
+    seqlen_q, seqlen_k = q.shape[0], k.shape[0]
+    chunk = max(1, CHUNK_ELEMENTS // seqlen_k)
+    out = torch.empty(seqlen_q, v.shape[1], dtype=torch.float32, device=q.device)
+    lse = torch.empty(seqlen_q, dtype=torch.float32, device=q.device)
+    keys = torch.arange(seqlen_k, device=q.device)
+    for start in range(0, seqlen_q, chunk):
+        stop = min(seqlen_q, start + chunk)
+        scores = (q[start:stop] @ k.T) * scale
+        if causal:
+            rows = torch.arange(start, stop, device=q.device)
+            hidden = keys[None, :] > rows[:, None] + (seqlen_k - seqlen_q)
+            scores.masked_fill_(hidden, -math.inf)
+        row_lse = torch.logsumexp(scores, dim=-1)
+        # exp(-inf - 0) = 0 on rows that see nothing, instead of exp(-inf + inf) = nan.
+        shift = torch.where(torch.isfinite(row_lse), row_lse, torch.zeros_like(row_lse))
+        out[start:stop] = torch.exp(scores - shift[:, None]) @ v
+        lse[start:stop] = row_lse
+    return out, lse
+
+
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Max |a - b| where -inf entries must match exactly (they count as inf otherwise)."""
+    a, b = a.float(), b.float()
+    both_inf = torch.isneginf(a) & torch.isneginf(b)
+    diff = torch.where(both_inf, torch.zeros_like(a), (a - b).abs())
+    return float(torch.nan_to_num(diff, nan=math.inf).max())
+
+
+def check_heads(q, k, v, scale: float, causal: bool, outputs: dict) -> dict:
+    """Max abs error of each output against the fp32 reference on the sampled heads.
+    q, k, v in torch layout [batch, seqlen, heads, dim]. `outputs` maps a name to
+    (o, lse, layout): o [batch, seqlen, heads, dv] for layout "bshd" or [batch, heads,
+    seqlen, dv] for "bhsd"; lse [batch, heads, seqlen] or None. Returns
+    {name: {"o": err, "lse": err or None}}."""
+    errors = {name: {"o": 0.0, "lse": None if lse is None else 0.0}
+              for name, (_, lse, _) in outputs.items()}
+    heads_per_kv = q.shape[2] // k.shape[2]
+    for b, h in sampled_heads(q.shape[0], q.shape[2]):
+        hk = h // heads_per_kv
+        ref_o, ref_lse = reference_head(q[b, :, h], k[b, :, hk], v[b, :, hk], scale, causal)
+        for name, (o, lse, layout) in outputs.items():
+            head_o = o[b, :, h] if layout == "bshd" else o[b, h]
+            err = errors[name]
+            err["o"] = max(err["o"], max_abs_diff(head_o, ref_o))
+            if lse is not None:
+                err["lse"] = max(err["lse"], max_abs_diff(lse[b, h], ref_lse))
+    return errors

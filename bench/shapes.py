@@ -1,0 +1,143 @@
+"""The benchmark grid of issue 3, FLOP counts, the flashjit spec of each shape, and the
+issue's speed targets. Pure Python: no torch needed here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TOKENS_PER_BATCH = 16384  # FlashAttention papers: batch = 16k / seqlen
+HIDDEN = 2048             # heads = 2048 / head_dim
+
+BF16_DIMS = [(d, d) for d in (64, 72, 80, 96, 100, 112, 128, 136, 160, 192, 200, 256, 320, 512)]
+BF16_DIMS.append((192, 128))
+FP16_DIMS = [(64, 64), (128, 128)]
+SEQLENS = [1024, 4096, 16384]
+QUICK_DIMS = [(64, 64), (100, 100), (128, 128), (192, 128)]
+QUICK_SEQLENS = [4096]
+
+# Head counts that do not follow HIDDEN / head_dim (ANCHORS.md uses 16 heads for (192, 128)).
+HEADS_OVERRIDE = {(192, 128): 16}
+
+
+@dataclass(frozen=True)
+class Shape:
+    dtype: str  # "bf16" | "fp16"
+    dqk: int
+    dv: int
+    seqlen: int  # seqlen_q == seqlen_k in this grid
+    causal: bool
+
+    @property
+    def batch(self) -> int:
+        return max(1, TOKENS_PER_BATCH // self.seqlen)
+
+    @property
+    def heads(self) -> int:
+        return HEADS_OVERRIDE.get((self.dqk, self.dv), max(1, HIDDEN // self.dqk))
+
+    @property
+    def dims_label(self) -> str:
+        return str(self.dqk) if self.dqk == self.dv else f"{self.dqk}/{self.dv}"
+
+    @property
+    def kernel_key(self) -> "KernelKey":
+        return KernelKey(self.dtype, self.dqk, self.dv, self.causal)
+
+    def label(self) -> str:
+        mask = "causal" if self.causal else "full"
+        return (f"{self.dtype} d{self.dims_label} s{self.seqlen} {mask} "
+                f"{self.batch}x{self.heads}")
+
+
+@dataclass(frozen=True)
+class KernelKey:
+    """What one flashjit kernel serves: every seqlen of a (dtype, dims, causal) shares it."""
+    dtype: str
+    dqk: int
+    dv: int
+    causal: bool
+
+    @property
+    def name(self) -> str:
+        return (f"bench_{self.dtype}_qk{self.dqk}_v{self.dv}"
+                f"{'_causal' if self.causal else ''}")
+
+    def spec_yaml(self) -> str:
+        # The YAML schema of configs/README.md; tiles and arch left to flashjit.
+        return (f"name: {self.name}\n"
+                f"head_dim_qk: {self.dqk}\n"
+                f"head_dim_v: {self.dv}\n"
+                f"dtype: {self.dtype}\n"
+                f"causal: {'true' if self.causal else 'false'}\n")
+
+
+def visible_pairs(seqlen_q: int, seqlen_k: int, causal: bool) -> int:
+    """(query, key) pairs a head computes; causal is bottom-right aligned (DESIGN.md):
+    query i sees key j when j <= i + seqlen_k - seqlen_q."""
+    if not causal:
+        return seqlen_q * seqlen_k
+    offset = seqlen_k - seqlen_q
+    return sum(min(seqlen_k, max(0, i + offset + 1)) for i in range(seqlen_q))
+
+
+def forward_flops(shape: Shape) -> int:
+    """2 multiply-adds per visible pair per head dim, for Q·Kᵀ (dqk) and P·V (dv)."""
+    pairs = visible_pairs(shape.seqlen, shape.seqlen, shape.causal)
+    return 2 * shape.batch * shape.heads * pairs * (shape.dqk + shape.dv)
+
+
+def parse_dims(text: str) -> list[tuple[int, int]]:
+    """'64,128,192/128' -> [(64, 64), (128, 128), (192, 128)]."""
+    dims = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        qk, _, v = item.partition("/")
+        dims.append((int(qk), int(v or qk)))
+    return dims
+
+
+def parse_ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def grid(dims: list[tuple[int, int]] | None, seqlens: list[int] | None,
+         dtypes: list[str], quick: bool) -> list[Shape]:
+    """The shapes to run: bf16 over `dims`, fp16 over the dims of FP16_DIMS among them.
+    None means the issue's full list (or the quick one with `quick`)."""
+    if dims is None:
+        dims = QUICK_DIMS if quick else BF16_DIMS
+    if seqlens is None:
+        seqlens = QUICK_SEQLENS if quick else SEQLENS
+    per_dtype = {"bf16": dims, "fp16": [d for d in dims if d in FP16_DIMS]}
+    shapes = []
+    for dtype in dtypes:
+        for dqk, dv in per_dtype[dtype]:
+            for seqlen in seqlens:
+                for causal in (False, True):
+                    shapes.append(Shape(dtype, dqk, dv, seqlen, causal))
+    return shapes
+
+
+@dataclass(frozen=True)
+class Target:
+    """A speed target of issue 3: flashjit TFLOP/s >= factor x the baseline's."""
+    baseline: str  # "flash" (PyTorch's FlashAttention-2 backend) or "best" (best PyTorch)
+    factor: float
+
+    def describe(self) -> str:
+        return f">= {self.factor:g}x {'FA2' if self.baseline == 'flash' else 'best PyTorch'}"
+
+
+TARGET_SEQLENS = (4096, 16384)
+_TARGETS = {
+    **{d: Target("flash", 1.0) for d in (64, 96, 128, 192, 256)},
+    **{d: Target("flash", 1.2) for d in (72, 80, 112, 136, 160, 200)},
+    **{d: Target("best", 2.0) for d in (100, 320, 512)},
+}
+
+
+def target_for(shape: Shape) -> Target | None:
+    if shape.dqk != shape.dv or shape.seqlen not in TARGET_SEQLENS:
+        return None
+    return _TARGETS.get(shape.dqk)
