@@ -1,0 +1,35 @@
+// The GPU test grid (issue 2): every head dim 1..512 of interest, qk != v pairs, seqlens
+// {1, 17, 128, 1000, 4097} with seqlen_q != seqlen_k both ways, causal and not, fp16 and
+// bf16, GQA and MQA, strided (padded-head and packed-QKV) views. Specs are built in C++.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "flashjit/flashjit.h"
+#include "verify/attention_run.h"
+
+namespace flashjit::gpu_test {
+
+struct GridCase {
+  Spec spec;
+  verify::Shape shape;
+};
+
+// Two specs per head-dim pair: one causal, one not, with opposite dtypes (alternating
+// between pairs), so each dim sees both dtypes and both mask modes across the grid.
+std::vector<Spec> grid_specs();
+
+// Small and medium shapes for every spec (GQA, MQA, seqlen_q < / > seqlen_k, decode).
+std::vector<GridCase> small_cases();
+// seqlen 4097 against 4097, 1000 and 1 for a few dims (batch 1, one head: the fp64
+// reference of 4097 x 4097 x 512 is the expensive part of the suite).
+std::vector<GridCase> long_cases();
+// Q/K/V/O with padded head strides or as views into one packed QKV tensor, which also
+// exercises the 8-, 4- and 2-byte aligned kernel variants.
+std::vector<GridCase> strided_cases();
+
+// "bf16 causal qk=100 v=100 | b=2 hq=6 hkv=2 sq=17 sk=128 contiguous" for the log.
+std::string describe(const GridCase& c);
+
+}  // namespace flashjit::gpu_test
