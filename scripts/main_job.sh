@@ -64,7 +64,8 @@ for config in "${configs[@]}"; do
   name="$(spec_name "$config")"
   # No --arch: the spec's arch, or for arch: auto this machine's GPU (sm_80 without one).
   if output="$("$cli" gen "$config" -o "${generated_dir}/${name}.cu" 2>&1)"; then
-    echo "  ok      $name  ($(wc -l <"${generated_dir}/${name}.cu") lines; ${output#// flashjit: })"
+    target="$(sed -n 's|^// flashjit: target \([a-z0-9_]*\).*|\1|p' <<<"$output")"
+    echo "  ok      $name  (${target:-?}, $(wc -l <"${generated_dir}/${name}.cu") lines)"
   else
     echo "  FAILED  $name"
     sed 's/^/          /' <<<"$output"
