@@ -11,6 +11,7 @@ libflashjit_c.so; nothing else is installable on the GPU machine."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shutil
@@ -81,11 +82,15 @@ def _small_inputs(torch, key: grid_lib.KernelKey, heads: int) -> dict:
 def _first_call(runtime, key, inputs, stream) -> tuple:
     """(kernel, wall ms of its first forward, which compiles or loads it)."""
     kernel = runtime.kernel(key.spec_yaml())
-    launch = kernel.launcher(inputs["q"], inputs["k"], inputs["v"], inputs["o"], inputs["lse"],
-                             0.0, stream)
-    start = time.perf_counter()
-    launch()
-    return kernel, (time.perf_counter() - start) * 1e3
+    try:
+        launch = kernel.launcher(inputs["q"], inputs["k"], inputs["v"], inputs["o"],
+                                 inputs["lse"], 0.0, stream)
+        start = time.perf_counter()
+        launch()
+        return kernel, (time.perf_counter() - start) * 1e3
+    except BaseException:
+        kernel.close()
+        raise
 
 
 def compile_phase(torch, fj, lib, heads_of: dict, workers: int) -> tuple[dict, dict]:
@@ -155,8 +160,6 @@ def _sdpa_backends(torch):
 def _time_sdpa(torch, timing, backend, q, k, v, causal: bool, scale: float, flops: int):
     """({"ms", "tflops"} | {"refused": reason} | {"oom": True, ...}, output or None).
     `backend` None is PyTorch's own choice (no context manager)."""
-    import contextlib
-
     from torch.nn.attention import sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
@@ -176,17 +179,22 @@ def _time_sdpa(torch, timing, backend, q, k, v, causal: bool, scale: float, flop
         return {"oom": True, "error": str(e).splitlines()[0]}, None
     except RuntimeError as e:
         # A backend that cannot serve the shape raises "No available kernel" after warning
-        # why; the warning is the useful reason.
-        reasons = [str(w.message).splitlines()[0] for w in caught]
-        reason = next((r for r in reasons if "because" in r or "requires" in r), None)
-        return {"refused": (reason or str(e).splitlines()[0])[:240]}, None
+        # why ("... not used because:", then one warning per reason): keep the warnings.
+        reasons = list(dict.fromkeys(str(w.message).strip() for w in caught))
+        reason = " ".join(reasons) or str(e).splitlines()[0]
+        return {"refused": " ".join(reason.split())[:300]}, None
+
+
+def new_row(shape: grid_lib.Shape) -> dict:
+    return {"label": shape.label(), "dtype": shape.dtype, "dqk": shape.dqk, "dv": shape.dv,
+            "seqlen": shape.seqlen, "causal": shape.causal, "batch": shape.batch,
+            "heads": shape.heads, "flops": grid_lib.forward_flops(shape), "flashjit": {},
+            "torch": {}}
 
 
 def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed: int) -> dict:
-    flops = grid_lib.forward_flops(shape)
-    row = {"label": shape.label(), "dtype": shape.dtype, "dqk": shape.dqk, "dv": shape.dv,
-           "seqlen": shape.seqlen, "causal": shape.causal, "batch": shape.batch,
-           "heads": shape.heads, "flops": flops, "flashjit": {}, "torch": {}}
+    row = new_row(shape)
+    flops = row["flops"]
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[shape.dtype]
     b, s, h = shape.batch, shape.seqlen, shape.heads
     scale = 1.0 / math.sqrt(shape.dqk)
@@ -233,11 +241,9 @@ def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed:
 
 
 def failed_row(shape: grid_lib.Shape, error: Exception) -> dict:
-    return {"label": shape.label(), "dtype": shape.dtype, "dqk": shape.dqk, "dv": shape.dv,
-            "seqlen": shape.seqlen, "causal": shape.causal, "batch": shape.batch,
-            "heads": shape.heads, "flops": grid_lib.forward_flops(shape),
-            "flashjit": {"error": f"{type(error).__name__}: {str(error).splitlines()[0]}"},
-            "torch": {}}
+    row = new_row(shape)
+    row["flashjit"]["error"] = f"shape aborted: {type(error).__name__}: {str(error).splitlines()[0]}"
+    return row
 
 
 def summarize(row: dict, shape: grid_lib.Shape) -> None:
@@ -310,7 +316,11 @@ def main(argv: list[str]) -> int:
         f"{torch.cuda.get_device_name(0)}, flashjit {lib.version()} from {args.lib}")
 
     start = time.perf_counter()
-    kernels, compile_info = compile_phase(torch, fj, lib, heads_of, args.workers)
+    try:
+        kernels, compile_info = compile_phase(torch, fj, lib, heads_of, args.workers)
+    except RuntimeError as e:  # a kernel's first launch faulted: the CUDA context is lost
+        log(f"[bench] the compile phase failed, nothing can be measured: {e}")
+        return 1
 
     rows = []
     for i, shape in enumerate(shapes, 1):
