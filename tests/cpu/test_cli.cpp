@@ -1,0 +1,230 @@
+// The `flashjit` program as a user meets it: subcommands, output formats and exit codes.
+// Runs the built binary (FLASHJIT_CLI_PATH) through the shell with a private cache folder.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "verify/npy.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A scratch folder per test with its own FLASHJIT_CACHE_DIR, removed at the end.
+class Scratch {
+ public:
+  Scratch() {
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() /
+           ("flashjit_test_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(dir_);
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+
+  fs::path path(const std::string& name) const { return dir_ / name; }
+
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+
+  // Runs `flashjit ARGS...`; arguments are single-quoted for the shell.
+  CliResult run(const std::vector<std::string>& args) const {
+    std::string command = "FLASHJIT_CACHE_DIR='" + (dir_ / "cache").string() + "' '" +
+                          std::string(FLASHJIT_CLI_PATH) + "'";
+    for (const std::string& arg : args) command += " '" + arg + "'";
+    command += " >'" + path("stdout").string() + "' 2>'" + path("stderr").string() + "'";
+    const int status = std::system(command.c_str());
+    CliResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.out = slurp(path("stdout"));
+    result.err = slurp(path("stderr"));
+    return result;
+  }
+
+ private:
+  fs::path dir_;
+};
+
+const char* kGoodSpec = R"(name: cli_hd64_causal
+head_dim: 64
+dtype: fp16
+causal: true
+mask: none
+arch: sm80
+hopper: {warp_specialization: false}
+tiles: auto
+)";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --help lists every subcommand, and each has its own --help") {
+  Scratch scratch;
+  const CliResult help = scratch.run({"--help"});
+  CHECK(help.exit_code == 0);
+  for (const char* command : {"check", "gen", "compile", "run", "cache"}) {
+    CHECK_MESSAGE(contains(help.out, command), help.out);
+    const CliResult sub = scratch.run({command, "--help"});
+    CHECK_MESSAGE(sub.exit_code == 0, command);
+    CHECK(contains(sub.out, "Usage"));
+  }
+  CHECK(scratch.run({}).exit_code == 2);  // no subcommand
+  CHECK(scratch.run({"frobnicate"}).exit_code == 2);
+}
+
+TEST_CASE("cli: check prints the resolved spec, or the error with file:line:column (exit 2)") {
+  Scratch scratch;
+  const fs::path good = scratch.write("good.yaml", kGoodSpec);
+  const CliResult ok = scratch.run({"check", good.string()});
+  CHECK(ok.exit_code == 0);
+  CHECK_MESSAGE(contains(ok.out, "head_dim_qk: 64"), ok.out);
+  CHECK(contains(ok.out, "causal: true"));
+
+  const fs::path bad =
+      scratch.write("bad.yaml", "name: typo\nhead_dim: 64\ncasual: true\n");
+  const CliResult error = scratch.run({"check", bad.string()});
+  CHECK(error.exit_code == 2);
+  CHECK_MESSAGE(std::regex_search(error.err, std::regex("bad\\.yaml:[0-9]+:[0-9]+")), error.err);
+  CHECK(contains(error.err, "flashjit: error:"));
+  CHECK(contains(error.err, "casual"));
+
+  CHECK(scratch.run({"check", scratch.path("missing.yaml").string()}).exit_code == 2);
+}
+
+TEST_CASE("cli: gen prints the CUDA source, or writes it with -o") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const CliResult source = scratch.run({"gen", spec.string(), "--arch", "sm_90a"});
+  CHECK(source.exit_code == 0);
+  CHECK_MESSAGE(contains(source.out, "extern \"C\" __global__"), source.err);
+
+  const fs::path file = scratch.path("kernel.cu");
+  CHECK(scratch.run({"gen", spec.string(), "-o", file.string()}).exit_code == 0);
+  CHECK(contains(slurp(file), "extern \"C\" __global__"));
+
+  CHECK(scratch.run({"gen", spec.string(), "--arch", "sm_70"}).exit_code == 2);
+}
+
+TEST_CASE("cli: compile --json reports one object per kernel; the second run hits the cache") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  for (const bool expect_hit : {false, true}) {
+    const CliResult result = scratch.run({"compile", spec.string(), "--arch", "sm_80", "--json"});
+    REQUIRE_MESSAGE(result.exit_code == 0, result.err);
+    const nlohmann::json report = nlohmann::json::parse(result.out);
+    for (const char* field :
+         {"kernel", "spec", "target", "block_m", "block_n", "warps", "stages", "registers",
+          "shared_bytes", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "compile_ms",
+          "cache_hit", "cache_file"})
+      CHECK_MESSAGE(report.contains(field), field);
+    CHECK(report["target"] == "sm_80");
+    CHECK(report["spill_store_bytes"] == 0);
+    CHECK(report["cache_hit"] == expect_hit);
+    CHECK(report["registers"].get<int>() > 0);
+  }
+  // The table form names the kernel.
+  const CliResult table = scratch.run({"compile", spec.string()});
+  CHECK(table.exit_code == 0);
+  CHECK(contains(table.out, "fa_fwd_qk64_v64_fp16"));
+}
+
+TEST_CASE("cli: compile exits 2 for a bad spec among good ones") {
+  Scratch scratch;
+  const fs::path good = scratch.write("good.yaml", kGoodSpec);
+  const fs::path bad = scratch.write("bad.yaml", "name: x\nhead_dim: 513\n");
+  const CliResult result = scratch.run({"compile", good.string(), bad.string(), "--json"});
+  CHECK(result.exit_code == 2);
+  CHECK(contains(result.err, "bad.yaml"));
+  CHECK(contains(result.out, "\"kernel\""));  // the good one was still compiled
+}
+
+TEST_CASE("cli: run without a GPU exits 3 and says compile works without one") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const CliResult result = scratch.run({"run", spec.string(), "--batch", "1", "--heads", "2",
+                                        "--seqlen-q", "17", "--seqlen-k", "33"});
+  if (result.exit_code != 3) {
+    MESSAGE("a GPU is present: run returned ", result.exit_code, "; the no-GPU path is untested");
+    return;
+  }
+  CHECK(contains(result.err, "no GPU"));
+  CHECK(contains(result.err, "flashjit compile"));
+  // Missing shape options are a usage error, GPU or not.
+  CHECK(scratch.run({"run", spec.string(), "--batch", "1"}).exit_code == 2);
+}
+
+TEST_CASE("cli: run --inputs checks the arrays against the spec and each other") {
+  using flashjit::verify::write_npy_f32;
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const fs::path dir = scratch.path("inputs");
+  fs::create_directories(dir);
+  const auto write = [&](const char* name, std::vector<int64_t> shape) {
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    write_npy_f32((dir / name).string(), shape, std::vector<float>(count, 0.5f));
+  };
+  write("q.npy", {2, 17, 4, 64});
+  write("k.npy", {2, 33, 2, 64});
+  write("v.npy", {2, 33, 2, 64});
+  const CliResult fits = scratch.run({"run", spec.string(), "--inputs", dir.string()});
+  CHECK(fits.exit_code != 2);  // 3 without a GPU, 0 with one
+
+  write("v.npy", {2, 32, 2, 64});
+  const CliResult seqlen = scratch.run({"run", spec.string(), "--inputs", dir.string()});
+  CHECK(seqlen.exit_code == 2);
+  CHECK_MESSAGE(contains(seqlen.err, "v.npy: seqlen (dimension 1) is 32"), seqlen.err);
+
+  write("v.npy", {2, 33, 2, 64});
+  write("k.npy", {2, 33, 2, 100});
+  const CliResult dim = scratch.run({"run", spec.string(), "--inputs", dir.string()});
+  CHECK(dim.exit_code == 2);
+  CHECK_MESSAGE(contains(dim.err, "k.npy: head_dim (dimension 3) is 100"), dim.err);
+
+  CHECK(scratch.run({"run", spec.string(), "--inputs", dir.string(), "--batch", "2"})
+            .exit_code == 2);  // shapes come from the arrays
+}
+
+TEST_CASE("cli: cache info and clear") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const CliResult empty = scratch.run({"cache", "info"});
+  CHECK(empty.exit_code == 0);
+  CHECK(contains(empty.out, (scratch.path("cache")).string()));
+  CHECK(contains(empty.out, "entries: 0"));
+
+  REQUIRE(scratch.run({"compile", spec.string(), "--arch", "sm_80"}).exit_code == 0);
+  CHECK(contains(scratch.run({"cache", "info"}).out, "entries: 1"));
+  const CliResult cleared = scratch.run({"cache", "clear"});
+  CHECK(cleared.exit_code == 0);
+  CHECK(contains(cleared.out, "removed 1 cached kernel"));
+  CHECK(contains(scratch.run({"cache", "info"}).out, "entries: 0"));
+  CHECK(scratch.run({"cache"}).exit_code == 2);
+}
