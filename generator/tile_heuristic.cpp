@@ -56,11 +56,15 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
   // Preferred first. One warp per 16 query rows keeps the O accumulator at dv_slice/2
   // registers a thread; 8 warps for small head dims give two CTAs per SM room to overlap
-  // one CTA's loads with the other's math; wide head dims trade block_n for shared memory.
+  // one CTA's loads with the other's math. Wider head dims trade block_n (the S
+  // accumulator) for registers: ptxas spills at 255 registers with block_n 64 from d 256
+  // and with block_n 32 at d 512.
+  const Tiles first = d <= 128   ? Tiles{128, 64, 8, 2}
+                      : d <= 192 ? Tiles{64, 64, 4, 2}
+                      : d <= 384 ? Tiles{64, 32, 4, 2}
+                                 : Tiles{64, 16, 4, 2};
   const Tiles preferred[] = {
-      d <= 128 ? Tiles{128, 64, 8, 2} : Tiles{64, 64, 4, 2},
-      {64, 64, 4, 2}, {64, 32, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2}, {32, 16, 2, 2},
-      {16, 16, 1, 2},
+      first, {64, 32, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2}, {32, 16, 2, 2}, {16, 16, 1, 2},
   };
   for (const Tiles& t : preferred)
     if (sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
