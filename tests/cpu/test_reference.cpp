@@ -75,6 +75,14 @@ TEST_CASE("reference: causal is bottom-right aligned; a row that sees no key is 
   CHECK(out.o[2] == doctest::Approx(5));
   CHECK(out.lse[2] == doctest::Approx(2));
 
+  AttentionProblem tall = p;  // a whole block of rows that sees no key, then one that does
+  tall.seqlen_q = 40;
+  const Tensors t40{.q = std::vector<float>(40, 1.f), .k = {2}, .v = {5}};
+  const ReferenceOutput tall_out = run(tall, t40);
+  CHECK(tall_out.lse[38] == -std::numeric_limits<double>::infinity());
+  CHECK(tall_out.o[38] == 0.0);
+  CHECK(tall_out.o[39] == doctest::Approx(5));
+
   AttentionProblem wide = p;  // seqlen_q < seqlen_k: query i sees keys 0..i + 2
   wide.seqlen_q = 2;
   wide.seqlen_k = 4;
