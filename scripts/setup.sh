@@ -42,8 +42,13 @@ install_missing_packages() {
   fi
   say "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # A machine with apt-get but no reachable registry (our GPU machine: its libraries come
+  # with the image, cmake from pip) cannot install; the configure step below then says
+  # precisely what is missing, if anything is.
+  if ! { "${sudo[@]}" apt-get update -qq &&
+         "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; }; then
+    say "WARNING: could not install ${missing[*]}; going on with what this machine has" >&2
+  fi
 }
 
 check_cuda() {
