@@ -42,14 +42,18 @@ __device__ __forceinline__ void load_tile(u16* smem, const u16* src, long long s
     const int row0 = tid / kSlots;
     int valid = cols_valid - col;
     valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
+    // A running pointer: per-step offsets hoisted out of the main loop would each hold a
+    // 64-bit register for the whole kernel.
+    const long long step_stride = kRowsPerStep * src_stride;
+    const u16* from = src + row0 * src_stride + col;
     // Narrow copies need many steps; unrolling all of them would hold one address a step.
 #pragma unroll(ALIGN == 16 ? kSteps : 4)
     for (int step = 0; step < kSteps; ++step) {
       const int row = row0 + step * kRowsPerStep;
       if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
       const bool in = row < rows_valid && valid > 0;
-      copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, in ? src + row * src_stride + col : src,
-                        in ? valid : 0);
+      copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, in ? from : src, in ? valid : 0);
+      from += step_stride;
     }
   } else {
     constexpr int kStepsPerRow = kSlots / THREADS;
