@@ -33,13 +33,16 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
-KernelCompiler::KernelCompiler(DiskCache disk) : disk_(std::move(disk)) {}
+KernelCompiler::KernelCompiler(DiskCache disk, const BundleRegistry& bundles)
+    : disk_(std::move(disk)), bundles_(bundles) {}
 
 std::shared_ptr<const CompiledKernel> KernelCompiler::compile(const gen::Plan& plan,
                                                               bool* memory_hit) {
   std::string source = gen::emit_source(plan);
-  const std::string key = cache_key(
-      {version(), source, nvrtc_version(), nvrtc_options(plan.target), plan.target});
+  const std::string source_sha256 = sha256_hex(source);
+  // In-memory key: the source's header names the generator version and the target, and the
+  // rest of it is every constant of the plan; the target is prefixed for readable dumps.
+  const std::string key = plan.target + ":" + source_sha256;
 
   std::promise<std::shared_ptr<const CompiledKernel>> promise;
   std::shared_future<std::shared_ptr<const CompiledKernel>> future;
@@ -55,7 +58,7 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::compile(const gen::Plan& p
   if (!owner) return future.get();  // rethrows the owner's compile error, if any
 
   try {
-    promise.set_value(build(plan, std::move(source), key));
+    promise.set_value(build(plan, std::move(source), source_sha256));
   } catch (...) {
     promise.set_exception(std::current_exception());
     // Forget the failure so that a later call tries again (and reports the error itself).
@@ -65,12 +68,41 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::compile(const gen::Plan& p
   return future.get();
 }
 
-std::shared_ptr<const CompiledKernel> KernelCompiler::build(const gen::Plan& plan,
-                                                            std::string source,
-                                                            const std::string& key) const {
+std::shared_ptr<const CompiledKernel> KernelCompiler::build(
+    const gen::Plan& plan, std::string source, const std::string& source_sha256) const {
   auto kernel = std::make_shared<CompiledKernel>();
   kernel->plan = plan;
   kernel->source = std::move(source);
+
+  const BundleRegistry::Match match =
+      bundles_.find(plan.target, plan.kernel_name, plan.spec.name, source_sha256);
+  if (match.kernel) {
+    kernel->artifacts = {plan.kernel_name, plan.target, match.kernel->cubin, "",
+                         match.kernel->ptxas_log};
+    kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
+    kernel->report = make_report(plan, kernel->ptxas);
+    kernel->report.cache_hit = true;
+    kernel->bundle = match.bundle_name;
+    verbose("{} ({}): from bundle {}", plan.kernel_name, plan.target, match.bundle_name);
+    return kernel;
+  }
+  if (require_prebuilt_) {
+    throw Error(ErrorKind::Compile,
+                fmt::format("{} for {} is not in a registered bundle, and "
+                            "RuntimeOptions::require_prebuilt forbids compiling it: {}",
+                            plan.kernel_name, plan.target, match.why_not));
+  }
+  if (!bundles_.empty()) verbose("{} ({}): not bundled: {}", plan.kernel_name, plan.target,
+                                 match.why_not);
+  if (!nvrtc_available()) {
+    throw Error(ErrorKind::Compile,
+                fmt::format("{} for {} needs compiling, and {} (bundles: {}). Ship it in a "
+                            "bundle (`flashjit build`) or install NVRTC",
+                            plan.kernel_name, plan.target, nvrtc_unavailable_reason(),
+                            match.why_not));
+  }
+  const std::string key = cache_key(
+      {version(), kernel->source, nvrtc_version(), nvrtc_options(plan.target), plan.target});
   if (std::optional<CacheEntry> entry = disk_.load(plan.kernel_name, key)) {
     kernel->artifacts = std::move(*entry);
     kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);

@@ -1,7 +1,11 @@
-// Plan -> compiled kernel, through an in-memory cache, then the disk cache, then NVRTC.
-// Shared by Runtime::compile (no GPU needed) and every Kernel's variants.
+// Plan -> compiled kernel, through an in-memory cache, then the registered bundles, then the
+// disk cache, then NVRTC. Shared by Runtime::compile (no GPU needed) and every Kernel's
+// variants. The in-memory cache and the bundles match a plan by its rendered source, which
+// needs no NVRTC; the disk-cache key includes the NVRTC version, so it is computed (and NVRTC
+// loaded) only when no bundle holds the kernel.
 #pragma once
 
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -10,6 +14,7 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
+#include "runtime/bundle.h"
 #include "runtime/disk_cache.h"
 #include "runtime/ptxas_report.h"
 
@@ -21,23 +26,31 @@ struct CompiledKernel {
   CacheEntry artifacts;  // cubin, ptx, ptxas log
   PtxasReport ptxas;
   CompileReport report;  // as it was when the kernel was first obtained in this process
+  std::string bundle;    // the bundle it came from ("" when compiled or from the disk cache)
 };
 
 class KernelCompiler {
  public:
-  explicit KernelCompiler(DiskCache disk);
+  explicit KernelCompiler(DiskCache disk,
+                          const BundleRegistry& bundles = BundleRegistry::global());
+
+  // RuntimeOptions::require_prebuilt: a kernel missing from the bundles is an error.
+  void set_require_prebuilt(bool require) { require_prebuilt_ = require; }
 
   // The compiled kernel for `plan`. `memory_hit` (if given) says whether it came from this
-  // process's cache. Throws Error(Compile) when NVRTC rejects the source.
+  // process's cache. Throws Error(Compile) when NVRTC rejects the source, when NVRTC cannot be
+  // loaded, or (require_prebuilt) when no bundle holds the kernel.
   std::shared_ptr<const CompiledKernel> compile(const gen::Plan& plan, bool* memory_hit = nullptr);
 
   const DiskCache& disk() const { return disk_; }
 
  private:
   std::shared_ptr<const CompiledKernel> build(const gen::Plan& plan, std::string source,
-                                              const std::string& key) const;
+                                              const std::string& source_sha256) const;
 
   DiskCache disk_;
+  const BundleRegistry& bundles_;
+  std::atomic<bool> require_prebuilt_{false};
   // Guards `compiled_`, which threads share: the autotuner compiles candidates in parallel
   // and applications call forward() from several threads. The lock is held only to look up
   // or insert; the compile itself runs outside it, and a second thread asking for a key in

@@ -1,9 +1,12 @@
 #include "runtime/nvrtc_compiler.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -17,9 +20,97 @@ namespace {
 
 std::atomic<uint64_t> g_invocations{0};
 
+// The libraries tried in order when FLASHJIT_NVRTC_LIBRARY is not set: this toolkit's soname
+// first, then the unversioned development link.
+constexpr const char* kNvrtcLibraries[] = {"libnvrtc.so.13", "libnvrtc.so"};
+
+// The NVRTC entry points flashjit uses, resolved from the dlopen'ed library. Loaded on the
+// first compile (or version query), never at start-up: an application whose kernels all come
+// from registered bundles runs on a machine without libnvrtc.
+struct NvrtcApi {
+  decltype(&::nvrtcVersion) version = nullptr;
+  decltype(&::nvrtcGetErrorString) error_string = nullptr;
+  decltype(&::nvrtcCreateProgram) create_program = nullptr;
+  decltype(&::nvrtcDestroyProgram) destroy_program = nullptr;
+  decltype(&::nvrtcCompileProgram) compile_program = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) program_log_size = nullptr;
+  decltype(&::nvrtcGetProgramLog) program_log = nullptr;
+  decltype(&::nvrtcGetCUBINSize) cubin_size = nullptr;
+  decltype(&::nvrtcGetCUBIN) cubin = nullptr;
+  decltype(&::nvrtcGetPTXSize) ptx_size = nullptr;
+  decltype(&::nvrtcGetPTX) ptx = nullptr;
+  std::string failure;  // why NVRTC could not be loaded ("" when it was)
+};
+
+// FLASHJIT_NVRTC_LIBRARY names the one library to open (a path or a soname); set it to a
+// path that does not exist to check that an application runs without NVRTC.
+// (Read here rather than in runtime/env: see the note in nvrtc_compiler.h.)
+std::vector<std::string> library_candidates() {
+  if (const char* forced = std::getenv("FLASHJIT_NVRTC_LIBRARY"); forced && *forced) {
+    return {forced};
+  }
+  return {std::begin(kNvrtcLibraries), std::end(kNvrtcLibraries)};
+}
+
+template <typename Fn>
+bool resolve(void* library, const char* name, Fn& slot, std::string& failure) {
+  slot = reinterpret_cast<Fn>(dlsym(library, name));
+  if (!slot && failure.empty()) failure = fmt::format("symbol {} not found", name);
+  return slot != nullptr;
+}
+
+NvrtcApi load_api() {
+  NvrtcApi api;
+  std::string tried;
+  void* library = nullptr;
+  for (const std::string& name : library_candidates()) {
+    library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (library) break;
+    const char* why = dlerror();
+    tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", name, why ? why : "not found");
+  }
+  if (!library) {
+    api.failure = fmt::format("NVRTC could not be loaded: tried {}", tried);
+    return api;
+  }
+  // The library stays open for the life of the process: programs may be compiled at any time.
+  std::string missing;
+  resolve(library, "nvrtcVersion", api.version, missing);
+  resolve(library, "nvrtcGetErrorString", api.error_string, missing);
+  resolve(library, "nvrtcCreateProgram", api.create_program, missing);
+  resolve(library, "nvrtcDestroyProgram", api.destroy_program, missing);
+  resolve(library, "nvrtcCompileProgram", api.compile_program, missing);
+  resolve(library, "nvrtcGetProgramLogSize", api.program_log_size, missing);
+  resolve(library, "nvrtcGetProgramLog", api.program_log, missing);
+  resolve(library, "nvrtcGetCUBINSize", api.cubin_size, missing);
+  resolve(library, "nvrtcGetCUBIN", api.cubin, missing);
+  resolve(library, "nvrtcGetPTXSize", api.ptx_size, missing);
+  resolve(library, "nvrtcGetPTX", api.ptx, missing);
+  if (!missing.empty()) api.failure = fmt::format("NVRTC library unusable: {}", missing);
+  return api;
+}
+
+const NvrtcApi& api_or_null() {
+  static const NvrtcApi api = load_api();
+  return api;
+}
+
+// The loaded API; throws Error(Compile) naming the libraries tried when there is none.
+const NvrtcApi& api() {
+  const NvrtcApi& loaded = api_or_null();
+  if (!loaded.failure.empty()) {
+    throw Error(ErrorKind::Compile,
+                fmt::format("{}. A kernel that is not in a registered bundle needs NVRTC (CUDA "
+                            "13 libnvrtc.so.13, or FLASHJIT_NVRTC_LIBRARY=<path>)",
+                            loaded.failure));
+  }
+  return loaded;
+}
+
 void check(nvrtcResult result, const char* call) {
   if (result != NVRTC_SUCCESS) {
-    throw Error(ErrorKind::Compile, fmt::format("{} failed: {}", call, nvrtcGetErrorString(result)));
+    throw Error(ErrorKind::Compile,
+                fmt::format("{} failed: {}", call, api().error_string(result)));
   }
 }
 
@@ -27,15 +118,15 @@ void check(nvrtcResult result, const char* call) {
 struct Program {
   nvrtcProgram handle = nullptr;
   ~Program() {
-    if (handle) nvrtcDestroyProgram(&handle);
+    if (handle) api().destroy_program(&handle);
   }
 };
 
 std::string program_log(nvrtcProgram program) {
   size_t size = 0;
-  check(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize");
+  check(api().program_log_size(program, &size), "nvrtcGetProgramLogSize");
   std::string log(size, '\0');
-  check(nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog");
+  check(api().program_log(program, log.data()), "nvrtcGetProgramLog");
   while (!log.empty() && log.back() == '\0') log.pop_back();
   return log;
 }
@@ -72,7 +163,7 @@ std::string quoted_source_lines(const std::string& log, const std::string& progr
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  check(api().version(&major, &minor), "nvrtcVersion");
   return fmt::format("{}.{}", major, minor);
 }
 
@@ -84,7 +175,7 @@ std::vector<std::string> nvrtc_options(const std::string& target) {
 NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_name,
                           const std::string& target) {
   Program program;
-  check(nvrtcCreateProgram(&program.handle, source.c_str(), program_name.c_str(), 0, nullptr,
+  check(api().create_program(&program.handle, source.c_str(), program_name.c_str(), 0, nullptr,
                            nullptr),
         "nvrtcCreateProgram");
   const std::vector<std::string> options = nvrtc_options(target);
@@ -93,7 +184,7 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
 
   ++g_invocations;
   const auto start = std::chrono::steady_clock::now();
-  const nvrtcResult result = nvrtcCompileProgram(program.handle,
+  const nvrtcResult result = api().compile_program(program.handle,
                                                  static_cast<int>(option_ptrs.size()),
                                                  option_ptrs.data());
   NvrtcOutput out;
@@ -103,22 +194,26 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
   if (result != NVRTC_SUCCESS) {
     throw Error(ErrorKind::Compile,
                 fmt::format("NVRTC could not compile {} for {} ({}):\n{}{}", program_name, target,
-                            nvrtcGetErrorString(result), out.log,
+                            api().error_string(result), out.log,
                             quoted_source_lines(out.log, program_name, source)));
   }
 
   size_t size = 0;
-  check(nvrtcGetCUBINSize(program.handle, &size), "nvrtcGetCUBINSize");
+  check(api().cubin_size(program.handle, &size), "nvrtcGetCUBINSize");
   out.cubin.resize(size);
-  check(nvrtcGetCUBIN(program.handle, out.cubin.data()), "nvrtcGetCUBIN");
+  check(api().cubin(program.handle, out.cubin.data()), "nvrtcGetCUBIN");
   // An sm_XX target gives PTX as well (NVRTC >= 12): no second compile for compute_XX.
-  check(nvrtcGetPTXSize(program.handle, &size), "nvrtcGetPTXSize");
+  check(api().ptx_size(program.handle, &size), "nvrtcGetPTXSize");
   out.ptx.resize(size);
-  check(nvrtcGetPTX(program.handle, out.ptx.data()), "nvrtcGetPTX");
+  check(api().ptx(program.handle, out.ptx.data()), "nvrtcGetPTX");
   while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
   return out;
 }
 
 uint64_t nvrtc_invocations() { return g_invocations.load(); }
+
+bool nvrtc_available() { return api_or_null().failure.empty(); }
+
+std::string nvrtc_unavailable_reason() { return api_or_null().failure; }
 
 }  // namespace flashjit::rt

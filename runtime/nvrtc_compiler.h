@@ -1,5 +1,10 @@
 // NVRTC: one generated source -> a CUBIN for one exact target, its PTX and the ptxas report.
 // Thread-safe (NVRTC programs are independent); the autotuner compiles from several threads.
+// NVRTC is opened with dlopen on first use (FLASHJIT_NVRTC_LIBRARY, else libnvrtc.so.13, else
+// libnvrtc.so), never linked: kernels served from bundles need no libnvrtc. Every function
+// below that needs NVRTC throws Error(Compile) naming the libraries tried when it is missing.
+// FLASHJIT_NVRTC_LIBRARY is read in nvrtc_compiler.cpp; it belongs in runtime/env.h with the
+// other variables once that file's owner moves it there.
 #pragma once
 
 #include <cstdint>
@@ -31,5 +36,10 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
 
 // How many times nvrtc_compile ran NVRTC in this process: tests assert cache hits with it.
 uint64_t nvrtc_invocations();
+
+// Never throws: true when NVRTC could be (or was) loaded; loads it on the first call.
+bool nvrtc_available();
+// Why nvrtc_available() is false ("" when it is true).
+std::string nvrtc_unavailable_reason();
 
 }  // namespace flashjit::rt

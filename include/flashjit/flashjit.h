@@ -2,6 +2,7 @@
 // No YAML, NVRTC or CUDA driver types appear here; device memory is passed as raw pointers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -134,6 +135,9 @@ class Kernel {
 
 struct RuntimeOptions {
   int device = 0;
+  // Serve kernels from registered bundles only: a kernel (or alignment variant) missing from
+  // them is an Error(Compile) naming what the bundles hold, never a disk-cache or NVRTC compile.
+  bool require_prebuilt = false;
 };
 
 class Runtime {
@@ -159,5 +163,14 @@ class Runtime {
 
 // Version of the generator; part of every cache key.
 const char* version();
+
+// ---------------------------------------------------------------- pre-built kernel bundles
+// A bundle (`flashjit build`, or the CMake function flashjit_add_kernels, which embeds one in
+// the application and registers it at start-up) holds compiled kernels. Every Runtime looks in
+// the registered bundles first, then the disk cache, then compiles with NVRTC (loaded only
+// then). Both functions copy what they need and throw Error(Io) for a corrupt bundle and
+// Error(Usage) for one built by another generator version; `name` names it in messages.
+void register_bundle(const void* data, size_t size, const std::string& name);
+void register_bundle_file(const std::string& path);
 
 }  // namespace flashjit

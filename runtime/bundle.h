@@ -1,0 +1,88 @@
+// Kernel bundles: many compiled kernels (cubins + a manifest) in one checksummed file, written
+// by `flashjit build` and registered by applications (usually through the static registrar
+// that the CMake function flashjit_add_kernels compiles into them). The runtime looks in
+// registered bundles before the disk cache and NVRTC.
+//
+// A bundled kernel is matched by plan identity, which needs no NVRTC: the same target, the
+// same kernel name (it encodes head dims, dtype, causal, tiles and alignment) and the same
+// SHA-256 of the rendered source (which catches every other spec field and any change to the
+// templates). The generator version is checked once, when the bundle is registered.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "flashjit/flashjit.h"
+
+namespace flashjit::rt {
+
+// Bumped whenever the layout in bundle.cpp changes; a bundle of another version is refused.
+inline constexpr int kBundleFormatVersion = 1;
+
+struct BundleKernel {
+  std::string spec_name;
+  std::string spec_yaml;  // Spec::to_yaml() of the spec it was built from
+  std::string target;     // "sm_90a"
+  int align_bytes = 16;
+  Tiles tiles;
+  std::string kernel_name;
+  std::string source_sha256;  // hex SHA-256 of the rendered source
+  std::string cache_key;      // the disk-cache key it was compiled under (for reference)
+  std::string cubin;
+  std::string ptxas_log;      // parsed again for the compile report
+};
+
+struct Bundle {
+  std::string generator_version;  // flashjit::version() of the builder
+  std::string nvrtc_version;      // NVRTC that compiled the cubins
+  std::vector<BundleKernel> kernels;
+};
+
+// Hex SHA-256 (OpenSSL) of `data`.
+std::string sha256_hex(const std::string& data);
+
+// The bundle as file bytes: "FJBUNDLE", the hex SHA-256 of the body, then the body (CBOR).
+std::string write_bundle(const Bundle& bundle);
+// Parses and checks file bytes: magic, checksum, format version, every manifest field.
+// `name` (a path, or the embedding target) names the bundle in messages. Throws Error(Io) for
+// a corrupt or truncated bundle and Error(Usage) for one of another format version.
+Bundle read_bundle(const std::string& bytes, const std::string& name);
+// The manifest as JSON: everything but the cubins (their sizes instead).
+nlohmann::json bundle_manifest(const Bundle& bundle);
+
+// The bundles registered in this process (thread-safe). Registration refuses a bundle built by
+// another generator version; every refusal is remembered so that a later miss can say why.
+class BundleRegistry {
+ public:
+  static BundleRegistry& global();
+
+  // Throws Error(Io/Usage) for a corrupt bundle or one of another format/generator version.
+  void add(const std::string& bytes, const std::string& name);
+  bool empty() const;
+
+  struct Match {
+    std::shared_ptr<const BundleKernel> kernel;  // null on a miss
+    std::string bundle_name;
+    std::string why_not;  // on a miss: what the registered bundles hold instead, and refusals
+  };
+  // The bundled kernel for a plan (target, kernel name) whose rendered source hashes to
+  // `source_sha256`; a kernel of the same name built from another source is refused.
+  Match find(const std::string& target, const std::string& kernel_name,
+             const std::string& spec_name, const std::string& source_sha256) const;
+
+ private:
+  struct Registered {
+    std::string name;
+    std::shared_ptr<const Bundle> bundle;
+  };
+  mutable std::mutex mutex_;
+  std::vector<Registered> bundles_;
+  std::vector<std::string> refusals_;
+};
+
+}  // namespace flashjit::rt
