@@ -1,12 +1,18 @@
 // flashjit::Runtime and the Kernel it hands out: plan -> compile (KernelCompiler) -> load ->
-// launch through the dlopen'ed driver.
+// launch through the dlopen'ed driver. Tiles come from the spec, else from the tune DB entry
+// for this GPU, spec and shape bucket, else from the built-in heuristic.
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include "autotune/candidates.h"
+#include "autotune/tune_db.h"
+#include "autotune/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
+#include "generator/tile_heuristic.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
 #include "runtime/forward_params.h"
@@ -15,20 +21,28 @@
 namespace flashjit {
 namespace {
 
-// One loaded variant of a kernel: the plan for one global-memory alignment.
+// One loaded variant of a kernel: the plan for one global-memory alignment and one tiling.
 struct LoadedVariant {
   std::shared_ptr<const rt::CompiledKernel> compiled;
   void* module = nullptr;    // CUmodule
   void* function = nullptr;  // CUfunction
 };
 
+// (alignment in bytes, block_m, block_n, warps, stages)
+using VariantKey = std::tuple<int, int, int, int, int>;
+
 class JitKernel final : public Kernel {
  public:
-  JitKernel(Spec spec, std::string target, std::shared_ptr<rt::KernelCompiler> compiler)
-      : spec_(std::move(spec)), target_(std::move(target)), compiler_(std::move(compiler)) {}
+  JitKernel(Spec spec, std::string target, tune::GpuIdentity gpu,
+            std::shared_ptr<rt::KernelCompiler> compiler)
+      : spec_(std::move(spec)),
+        target_(std::move(target)),
+        gpu_(std::move(gpu)),
+        spec_hash_(tune::spec_hash(spec_)),
+        compiler_(std::move(compiler)) {}
 
   ~JitKernel() override {
-    for (auto& [align, variant] : variants_) {
+    for (auto& [key, variant] : variants_) {
       try {
         rt::Driver::get().unload_module(variant.module);
       } catch (const Error&) {
@@ -39,7 +53,8 @@ class JitKernel final : public Kernel {
 
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
-    const LoadedVariant& variant = variant_for(gen::forward_alignment(spec_, args));
+    const LoadedVariant& variant =
+        variant_for(gen::forward_alignment(spec_, args), tiles_for(args));
     const gen::Plan& plan = variant.compiled->plan;
     FwdParams params = rt::make_fwd_params(plan, args);
     const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);
@@ -53,18 +68,58 @@ class JitKernel final : public Kernel {
   std::vector<CompileReport> reports() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<CompileReport> out;
-    for (const auto& [align, variant] : variants_) out.push_back(variant.compiled->report);
+    for (const auto& [key, variant] : variants_) out.push_back(variant.compiled->report);
     return out;
   }
 
  private:
-  // The first call for an alignment compiles and loads while holding the lock: other threads
-  // launching this kernel need that same variant and would only wait anyway.
-  const LoadedVariant& variant_for(int align_bytes) {
+  // The tiles for this call's shape bucket, decided once per bucket: the spec's own tiles,
+  // else the tune DB's entry for this GPU, spec and bucket, else the heuristic. A DB that
+  // cannot be read or holds tiles that cannot run here is never an error for the caller:
+  // the heuristic serves and FLASHJIT_VERBOSE says why.
+  Tiles tiles_for(const ForwardArgs& args) {
+    if (!spec_.tiles.is_auto()) return spec_.tiles;
+    const tune::ShapeBucket bucket =
+        tune::bucket_for(args.seqlen_q, args.seqlen_k, args.batch, args.heads_q);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (auto found = variants_.find(align_bytes); found != variants_.end()) return found->second;
+    if (auto found = tiles_by_bucket_.find(bucket); found != tiles_by_bucket_.end())
+      return found->second;
+    Tiles chosen = gen::default_tiles(spec_, target_);
+    bool from_db = false;
+    std::string why;
+    try {
+      const tune::Lookup found =
+          tune::TuneDb(tune::default_db_path()).lookup(gpu_, spec_hash_, bucket);
+      why = found.note;
+      if (found.entry && found.entry->target != target_) {
+        why += fmt::format("; tuned for {}, not {}: ignored", found.entry->target, target_);
+      } else if (found.entry) {
+        const gen::PaddedDims dims = gen::padded_dims(spec_);
+        const std::string problem =
+            gen::sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, found.entry->tiles, target_);
+        from_db = problem.empty();
+        if (from_db)
+          chosen = found.entry->tiles;
+        else
+          why += fmt::format("; they cannot run here ({}): ignored", problem);
+      }
+    } catch (const Error& error) {
+      why = fmt::format("tune DB unusable: {}", error.what());
+    }
+    rt::verbose("{} [{}]: {} tiles {} ({})", spec_.name, tune::describe(bucket),
+                from_db ? "tuned" : "heuristic", tune::tiles_label(chosen), why);
+    tiles_by_bucket_.emplace(bucket, chosen);
+    return chosen;
+  }
 
-    const gen::Plan plan = gen::make_plan(spec_, target_, align_bytes);
+  // The first call for an (alignment, tiles) pair compiles and loads while holding the lock:
+  // other threads launching this kernel need that same variant and would only wait anyway.
+  const LoadedVariant& variant_for(int align_bytes, const Tiles& tiles) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const VariantKey key{align_bytes, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages};
+    if (auto found = variants_.find(key); found != variants_.end()) return found->second;
+
+    const gen::Plan plan = gen::make_plan(spec_, target_, align_bytes, &tiles);
     LoadedVariant variant;
     variant.compiled = compiler_->compile(plan);
     rt::dump_if_requested(*variant.compiled);
@@ -82,14 +137,18 @@ class JitKernel final : public Kernel {
     }
     rt::verbose("{}: loaded variant for {}-byte aligned tensors on {}", plan.kernel_name,
                 align_bytes, target_);
-    return variants_.emplace(align_bytes, std::move(variant)).first->second;
+    return variants_.emplace(key, std::move(variant)).first->second;
   }
 
   const Spec spec_;
   const std::string target_;
+  const tune::GpuIdentity gpu_;
+  const std::string spec_hash_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  mutable std::mutex mutex_;  // guards variants_: forward() may run on several threads
-  std::map<int, LoadedVariant> variants_;
+  // Guards variants_ and tiles_by_bucket_: forward() may run on several threads.
+  mutable std::mutex mutex_;
+  std::map<VariantKey, LoadedVariant> variants_;
+  std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
 };
 
 }  // namespace
@@ -112,6 +171,7 @@ struct Runtime::Impl {
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
+  impl_->compiler->set_require_prebuilt(options.require_prebuilt);
 }
 
 Runtime::~Runtime() = default;
@@ -134,7 +194,7 @@ std::shared_ptr<Kernel> Runtime::kernel(const Spec& spec) {
   const DeviceInfo info = device();
   const std::string target = gen::target_for_device(info.cc_major, info.cc_minor);
   rt::verbose("kernel {} for {} ({}): compiled on first use", spec.name, info.name, target);
-  return std::make_shared<JitKernel>(spec, target, impl_->compiler);
+  return std::make_shared<JitKernel>(spec, target, tune::gpu_identity(info), impl_->compiler);
 }
 
 CompileReport Runtime::compile(const Spec& spec, const std::string& target) {

@@ -1,0 +1,300 @@
+#include "autotune/tune_db.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autotune/candidates.h"
+#include "runtime/env.h"
+
+namespace flashjit::tune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "flashjit-tune-db";
+constexpr int kVersion = 1;
+
+json tiles_json(const Tiles& t) {
+  return {{"block_m", t.block_m}, {"block_n", t.block_n}, {"warps", t.warps},
+          {"stages", t.stages}};
+}
+
+Tiles tiles_from(const json& j) {
+  Tiles t{j.at("block_m").get<int>(), j.at("block_n").get<int>(), j.at("warps").get<int>(),
+          j.at("stages").get<int>()};
+  if (t.block_m < 1 || t.block_n < 1 || t.warps < 1 || t.stages < 1)
+    throw Error(ErrorKind::Cache, fmt::format("tiles {} hold a value below 1", j.dump()));
+  return t;
+}
+
+json entry_json(const TuneEntry& e) {
+  return {{"gpu",
+           {{"name", e.gpu.name},
+            {"compute_capability", fmt::format("{}.{}", e.gpu.cc_major, e.gpu.cc_minor)},
+            {"sm_count", e.gpu.sm_count},
+            {"driver_version", e.gpu.driver_version},
+            {"nvrtc_version", e.gpu.nvrtc_version}}},
+          {"spec_hash", e.spec_hash},
+          {"spec", e.spec_summary},
+          {"bucket",
+           {{"seqlen_q", e.bucket.seqlen_q},
+            {"seqlen_k", e.bucket.seqlen_k},
+            {"batch_heads", e.bucket.batch_heads}}},
+          {"target", e.target},
+          {"tiles", tiles_json(e.tiles)},
+          {"tuned_ms", e.tuned_ms},
+          {"heuristic_tiles", tiles_json(e.heuristic_tiles)},
+          {"heuristic_ms", e.heuristic_ms},
+          {"tuned_at", e.tuned_at}};
+}
+
+TuneEntry entry_from(const json& j) {
+  TuneEntry e;
+  const json& gpu = j.at("gpu");
+  e.gpu.name = gpu.at("name").get<std::string>();
+  const std::string cc = gpu.at("compute_capability").get<std::string>();
+  if (std::sscanf(cc.c_str(), "%d.%d", &e.gpu.cc_major, &e.gpu.cc_minor) != 2)
+    throw Error(ErrorKind::Cache, fmt::format("compute_capability '{}' is not MAJOR.MINOR", cc));
+  e.gpu.sm_count = gpu.at("sm_count").get<int>();
+  e.gpu.driver_version = gpu.at("driver_version").get<int>();
+  e.gpu.nvrtc_version = gpu.at("nvrtc_version").get<std::string>();
+  e.spec_hash = j.at("spec_hash").get<std::string>();
+  e.spec_summary = j.value("spec", "");
+  const json& bucket = j.at("bucket");
+  e.bucket = {bucket.at("seqlen_q").get<int>(), bucket.at("seqlen_k").get<int>(),
+              bucket.at("batch_heads").get<int>()};
+  e.target = j.at("target").get<std::string>();
+  e.tiles = tiles_from(j.at("tiles"));
+  e.tuned_ms = j.value("tuned_ms", 0.0);
+  if (j.contains("heuristic_tiles")) e.heuristic_tiles = tiles_from(j.at("heuristic_tiles"));
+  e.heuristic_ms = j.value("heuristic_ms", 0.0);
+  e.tuned_at = j.value("tuned_at", "");
+  return e;
+}
+
+auto sort_key(const TuneEntry& e) {
+  return std::tie(e.spec_summary, e.spec_hash, e.bucket, e.gpu.name, e.gpu.driver_version);
+}
+
+// The whole file, or nullopt when it does not exist.
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT || !fs::exists(path)) return std::nullopt;
+    throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot open: {}", path,
+                                           std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Holds an exclusive flock on "<db>.lock" for its lifetime. The kernel drops the lock when
+// the process dies, so a killed writer never blocks the next one.
+class WriterLock {
+ public:
+  explicit WriterLock(const std::string& db_path) {
+    const std::string path = db_path + ".lock";
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw Error(ErrorKind::Io, fmt::format("tune DB lock {}: cannot open: {}", path,
+                                             std::strerror(errno)));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd_);
+      throw Error(ErrorKind::Io, fmt::format("tune DB lock {}: flock failed: {}", path,
+                                             std::strerror(error)));
+    }
+  }
+  ~WriterLock() { ::close(fd_); }  // closing the descriptor releases the flock
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Renames a corrupt DB out of the way (caller holds the writers' lock) and says so on stderr:
+// a silently ignored tuning file would look like a slow GPU.
+void set_aside(const std::string& path, const std::string& why) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const std::string aside = fmt::format(
+      "{}.corrupt-{}", path, std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  std::error_code error;
+  fs::rename(path, aside, error);
+  if (error)
+    std::fprintf(stderr, "[flashjit] warning: tune DB %s is corrupt (%s) and could not be set "
+                 "aside (%s); it is ignored\n", path.c_str(), why.c_str(),
+                 error.message().c_str());
+  else
+    std::fprintf(stderr, "[flashjit] warning: tune DB %s is corrupt (%s); moved to %s, tuning "
+                 "starts from an empty DB\n", path.c_str(), why.c_str(), aside.c_str());
+}
+
+// Parses the file at `path`; a corrupt file is set aside (once: under the writers' lock,
+// and only if it still holds the text that failed, since a writer may have replaced it
+// meanwhile) and read as empty. `locked` says whether the caller holds the lock already.
+std::vector<TuneEntry> load_or_set_aside(const std::string& path, bool locked) {
+  const std::optional<std::string> text = read_file(path);
+  if (!text) return {};
+  try {
+    return parse(*text, path);
+  } catch (const Error& error) {
+    std::optional<WriterLock> lock;
+    if (!locked) lock.emplace(path);
+    const std::optional<std::string> again = read_file(path);
+    if (!again) return {};
+    if (*again != *text) return load_or_set_aside(path, true);  // replaced: read the new one
+    set_aside(path, error.what());
+    return {};
+  }
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code error;
+    fs::create_directories(parent, error);
+    if (error)
+      throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot create folder {}: {}", path,
+                                             parent.string(), error.message()));
+  }
+  std::string temp = path + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0)
+    throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot create a temporary file: {}",
+                                           path, std::strerror(errno)));
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = errno;
+      ::close(fd);
+      ::unlink(temp.c_str());
+      throw Error(ErrorKind::Io, fmt::format("tune DB {}: write failed: {}", temp,
+                                             std::strerror(error)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  ::fchmod(fd, 0644);  // mkstemp makes 0600; the DB is meant to be shared and shipped
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    throw Error(ErrorKind::Io, fmt::format("tune DB {}: rename from {} failed: {}", path, temp,
+                                           std::strerror(error)));
+  }
+}
+
+std::string utc_now() {
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
+                     std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+}
+
+}  // namespace
+
+bool same_key(const TuneEntry& a, const TuneEntry& b) {
+  return a.gpu == b.gpu && a.spec_hash == b.spec_hash && a.bucket == b.bucket;
+}
+
+std::string default_db_path() {
+  const std::string configured = rt::tune_db_path();
+  return configured.empty() ? rt::cache_dir() + "/tune.json" : configured;
+}
+
+std::string serialize(const std::vector<TuneEntry>& entries) {
+  std::vector<TuneEntry> sorted = entries;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const TuneEntry& a, const TuneEntry& b) { return sort_key(a) < sort_key(b); });
+  json list = json::array();
+  for (const TuneEntry& e : sorted) list.push_back(entry_json(e));
+  const json doc = {{"format", kFormat}, {"version", kVersion}, {"entries", list}};
+  return doc.dump(2) + "\n";
+}
+
+std::vector<TuneEntry> parse(const std::string& text, const std::string& source) {
+  try {
+    const json doc = json::parse(text);
+    if (!doc.is_object() || doc.value("format", "") != kFormat)
+      throw Error(ErrorKind::Cache,
+                  fmt::format("{}: not a tune DB (no \"format\": \"{}\")", source, kFormat));
+    if (doc.at("version").get<int>() != kVersion)
+      throw Error(ErrorKind::Cache, fmt::format("{}: tune DB version {} (this flashjit reads {})",
+                                                source, doc.at("version").dump(), kVersion));
+    std::vector<TuneEntry> entries;
+    const json& list = doc.at("entries");
+    for (size_t i = 0; i < list.size(); ++i) {
+      try {
+        entries.push_back(entry_from(list.at(i)));
+      } catch (const Error& error) {
+        throw Error(ErrorKind::Cache, fmt::format("{}: entries[{}]: {}", source, i, error.what()));
+      } catch (const json::exception& error) {
+        throw Error(ErrorKind::Cache, fmt::format("{}: entries[{}]: {}", source, i, error.what()));
+      }
+    }
+    return entries;
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::Cache, fmt::format("{}: {}", source, error.what()));
+  }
+}
+
+TuneDb::TuneDb(std::string path) : path_(std::move(path)) {}
+
+std::vector<TuneEntry> TuneDb::load() const { return load_or_set_aside(path_, false); }
+
+Lookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
+                      const ShapeBucket& bucket) const {
+  Lookup found;
+  for (TuneEntry& e : load()) {
+    if (e.spec_hash != hash || e.bucket != bucket) continue;
+    if (e.gpu == gpu) {
+      found.entry = std::move(e);
+    } else {
+      ++found.ignored_other_gpu;
+      found.note += fmt::format("ignored an entry made on {}; ", describe(e.gpu));
+    }
+  }
+  found.note += found.entry ? fmt::format("tiles {} from tune DB {} (tuned {})",
+                                          tiles_label(found.entry->tiles), path_,
+                                          found.entry->tuned_at)
+                            : fmt::format("no entry for this GPU in tune DB {}", path_);
+  return found;
+}
+
+void TuneDb::record(const std::vector<TuneEntry>& entries) const {
+  const WriterLock lock(path_);
+  // Re-read under the lock: another process may have recorded entries since we last looked.
+  std::vector<TuneEntry> merged = load_or_set_aside(path_, true);
+  for (TuneEntry e : entries) {
+    if (e.tuned_at.empty()) e.tuned_at = utc_now();
+    const auto same = std::find_if(merged.begin(), merged.end(),
+                                   [&](const TuneEntry& m) { return same_key(m, e); });
+    if (same != merged.end())
+      *same = std::move(e);
+    else
+      merged.push_back(std::move(e));
+  }
+  write_atomically(path_, serialize(merged));
+}
+
+}  // namespace flashjit::tune

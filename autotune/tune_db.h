@@ -1,0 +1,73 @@
+// The tune DB: a JSON file a person can read, review and ship with an application, holding
+// the fastest tiles measured per (GPU, spec, shape bucket). Path: FLASHJIT_TUNE_DB, else
+// <cache dir>/tune.json.
+//
+// Concurrency: readers take no lock and always see a whole file, because writers replace it
+// by rename. Writers serialise on an flock of "<db>.lock" (released by the kernel when a
+// writer dies, so a killed process never blocks later ones), re-read the file under that
+// lock, merge their entries into it, write a unique temporary file in the same folder and
+// rename it over the DB. The lock only orders writers; the rename alone keeps readers safe.
+// A corrupt DB is reported on stderr and renamed to "<db>.corrupt-<unix time>", never thrown
+// at a caller that only wanted a lookup.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autotune/tune_key.h"
+#include "flashjit/flashjit.h"
+
+namespace flashjit::tune {
+
+struct TuneEntry {
+  GpuIdentity gpu;
+  std::string spec_hash;
+  std::string spec_summary;  // for people reading the file; not part of the key
+  ShapeBucket bucket;
+  std::string target;  // "sm_90a"
+  Tiles tiles;
+  double tuned_ms = 0;
+  double heuristic_ms = 0;
+  Tiles heuristic_tiles;
+  std::string tuned_at;  // UTC, ISO 8601
+};
+
+// Same GPU, spec and bucket: the second entry replaces the first on a merge.
+bool same_key(const TuneEntry& a, const TuneEntry& b);
+
+// Where the DB lives for this process (FLASHJIT_TUNE_DB, else <cache dir>/tune.json).
+std::string default_db_path();
+
+// What a lookup found, and why, for FLASHJIT_VERBOSE.
+struct Lookup {
+  std::optional<TuneEntry> entry;  // set when an entry matches GPU, spec and bucket
+  int ignored_other_gpu = 0;       // entries for this spec and bucket made on another GPU
+  std::string note;                // one line: what was used or why nothing was
+};
+
+class TuneDb {
+ public:
+  explicit TuneDb(std::string path);
+  const std::string& path() const { return path_; }
+
+  // Every entry in the file (none when it does not exist). A corrupt file is reported, set
+  // aside and read as empty.
+  std::vector<TuneEntry> load() const;
+  // The entry for this GPU, spec and bucket; entries of other GPUs are counted, not used.
+  Lookup lookup(const GpuIdentity& gpu, const std::string& spec_hash,
+                const ShapeBucket& bucket) const;
+  // Merges `entries` into the file (replacing entries with the same key) under the writers'
+  // lock, atomically. Throws Error(Io) when the folder or the file cannot be written.
+  void record(const std::vector<TuneEntry>& entries) const;
+
+ private:
+  std::string path_;
+};
+
+// The file's JSON text for `entries` (sorted, so the file diffs well), and back. parse
+// throws Error(Cache) naming what is wrong when the text is not a tune DB.
+std::string serialize(const std::vector<TuneEntry>& entries);
+std::vector<TuneEntry> parse(const std::string& text, const std::string& source);
+
+}  // namespace flashjit::tune

@@ -1,0 +1,68 @@
+#include "autotune/tune_key.h"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <bit>
+
+#include <fmt/format.h>
+
+#include "runtime/nvrtc_compiler.h"
+
+namespace flashjit::tune {
+
+GpuIdentity gpu_identity(const DeviceInfo& device) {
+  GpuIdentity gpu;
+  gpu.name = device.name;
+  gpu.cc_major = device.cc_major;
+  gpu.cc_minor = device.cc_minor;
+  gpu.sm_count = device.sm_count;
+  gpu.driver_version = device.driver_version;
+  gpu.nvrtc_version = rt::nvrtc_version();
+  return gpu;
+}
+
+std::string describe(const GpuIdentity& gpu) {
+  return fmt::format("{} (cc {}.{}, {} SMs, driver {}, NVRTC {})", gpu.name, gpu.cc_major,
+                     gpu.cc_minor, gpu.sm_count, gpu.driver_version, gpu.nvrtc_version);
+}
+
+std::string spec_hash(const Spec& spec) {
+  // One line, fixed field order, versioned: changing what is hashed must change "v1".
+  const std::string canonical = fmt::format(
+      "flashjit-tune-spec-v1;head_dim_qk={};head_dim_v={};dtype={};causal={};mask={};arch={};"
+      "warp_specialization={}",
+      spec.head_dim_qk, spec.head_dim_v, to_string(spec.dtype), spec.causal ? 1 : 0,
+      static_cast<int>(spec.mask), to_string(spec.arch), spec.warp_specialization ? 1 : 0);
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (EVP_Digest(canonical.data(), canonical.size(), digest.data(), &size, EVP_sha256(),
+                 nullptr) != 1)
+    throw Error(ErrorKind::Cache, "OpenSSL EVP_Digest(SHA-256) failed hashing a spec");
+  std::string hex;
+  for (unsigned int i = 0; i < size; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+std::string spec_summary(const Spec& spec) {
+  return fmt::format("{} qk{} v{} {}{}", to_string(spec.dtype), spec.head_dim_qk,
+                     spec.head_dim_v, spec.causal ? "causal" : "full",
+                     spec.warp_specialization ? " ws" : "");
+}
+
+int round_up_pow2(int value) {
+  if (value < 1)
+    throw Error(ErrorKind::Shape, fmt::format("shape bucket of {}: sizes must be >= 1", value));
+  return static_cast<int>(std::bit_ceil(static_cast<unsigned>(value)));
+}
+
+ShapeBucket bucket_for(int seqlen_q, int seqlen_k, int batch, int heads_q) {
+  return ShapeBucket{round_up_pow2(seqlen_q), round_up_pow2(seqlen_k),
+                     round_up_pow2(batch * heads_q)};
+}
+
+std::string describe(const ShapeBucket& bucket) {
+  return fmt::format("q{} k{} bh{}", bucket.seqlen_q, bucket.seqlen_k, bucket.batch_heads);
+}
+
+}  // namespace flashjit::tune

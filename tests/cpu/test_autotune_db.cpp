@@ -1,0 +1,224 @@
+// The tune DB file: format round trip, lookups that ignore other GPUs, a corrupt file set
+// aside, several processes recording at once, and the `flashjit tune` command without a GPU.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autotune/tune_db.h"
+#include "runtime/driver.h"
+#include "tests/cpu/runtime_test_support.h"
+
+namespace flashjit::tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+GpuIdentity h200() {
+  return GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"};
+}
+
+TuneEntry entry(const GpuIdentity& gpu, const std::string& hash, int seqlen, Tiles tiles) {
+  TuneEntry e;
+  e.gpu = gpu;
+  e.spec_hash = hash;
+  e.spec_summary = "bf16 qk128 v128 full";
+  e.bucket = ShapeBucket{seqlen, seqlen, 64};
+  e.target = "sm_90a";
+  e.tiles = tiles;
+  e.tuned_ms = 1.25;
+  e.heuristic_ms = 1.5;
+  e.heuristic_tiles = Tiles{128, 64, 8, 2};
+  e.tuned_at = "2026-12-01T10:00:00Z";
+  return e;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int count_with_prefix(const fs::path& dir, const std::string& prefix) {
+  int n = 0;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("autotune: a DB entry survives serialize and parse field for field") {
+  const TuneEntry e = entry(h200(), "abc", 4096, Tiles{128, 128, 8, 3});
+  const std::string text = serialize({e});
+  CHECK(text.find("\"format\": \"flashjit-tune-db\"") != std::string::npos);
+  CHECK(text.find("\"compute_capability\": \"9.0\"") != std::string::npos);
+  const std::vector<TuneEntry> back = parse(text, "t.json");
+  REQUIRE(back.size() == 1);
+  const TuneEntry& b = back[0];
+  CHECK(b.gpu == e.gpu);
+  CHECK(b.spec_hash == "abc");
+  CHECK(b.spec_summary == e.spec_summary);
+  CHECK(b.bucket == e.bucket);
+  CHECK(b.target == "sm_90a");
+  CHECK(b.tiles == e.tiles);
+  CHECK(b.heuristic_tiles == e.heuristic_tiles);
+  CHECK(b.tuned_ms == doctest::Approx(1.25));
+  CHECK(b.heuristic_ms == doctest::Approx(1.5));
+  CHECK(b.tuned_at == e.tuned_at);
+}
+
+TEST_CASE("autotune: parse names what is wrong in a file that is not a tune DB") {
+  CHECK_THROWS_WITH_AS(parse("{", "x.json"), doctest::Contains("x.json"), Error);
+  CHECK_THROWS_WITH_AS(parse("{\"entries\": []}", "x.json"), doctest::Contains("not a tune DB"),
+                       Error);
+  CHECK_THROWS_WITH_AS(
+      parse("{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": [{\"gpu\": 1}]}", "x.json"),
+      doctest::Contains("entries[0]"), Error);
+  CHECK_THROWS_WITH_AS(parse("{\"format\": \"flashjit-tune-db\", \"version\": 7, \"entries\": []}", "x.json"),
+                       doctest::Contains("version 7"), Error);
+}
+
+TEST_CASE("autotune: record then lookup; a second record of the same key replaces it") {
+  const test::TempDir dir;
+  const TuneDb db((dir.path() / "sub" / "tune.json").string());  // folder made on demand
+  CHECK(db.load().empty());
+  db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2}),
+             entry(h200(), "abc", 1024, Tiles{128, 64, 4, 3})});
+  Lookup found = db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64});
+  REQUIRE(found.entry);
+  CHECK(found.entry->tiles == Tiles{128, 128, 8, 2});
+  CHECK(found.note.find("from tune DB") != std::string::npos);
+
+  db.record({entry(h200(), "abc", 4096, Tiles{64, 64, 4, 2})});
+  CHECK(db.load().size() == 2);
+  found = db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64});
+  REQUIRE(found.entry);
+  CHECK(found.entry->tiles == Tiles{64, 64, 4, 2});
+  // Another bucket or another spec: no entry.
+  CHECK_FALSE(db.lookup(h200(), "abc", ShapeBucket{2048, 2048, 64}).entry);
+  CHECK_FALSE(db.lookup(h200(), "def", ShapeBucket{4096, 4096, 64}).entry);
+  // No temporary files are left behind.
+  CHECK(count_with_prefix(dir.path() / "sub", "tune.json.tmp-") == 0);
+}
+
+TEST_CASE("autotune: entries made on another GPU, driver or NVRTC are ignored, not trusted") {
+  const test::TempDir dir;
+  const TuneDb db((dir.path() / "tune.json").string());
+  GpuIdentity old_driver = h200();
+  old_driver.driver_version = 12080;
+  GpuIdentity h100 = h200();
+  h100.name = "NVIDIA H100 80GB HBM3";
+  GpuIdentity old_nvrtc = h200();
+  old_nvrtc.nvrtc_version = "12.4";
+  db.record({entry(old_driver, "abc", 4096, Tiles{64, 64, 4, 2}),
+             entry(h100, "abc", 4096, Tiles{64, 64, 4, 2}),
+             entry(old_nvrtc, "abc", 4096, Tiles{64, 64, 4, 2})});
+  const Lookup found = db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64});
+  CHECK_FALSE(found.entry);
+  CHECK(found.ignored_other_gpu == 3);
+  CHECK(found.note.find("ignored an entry made on NVIDIA H100") != std::string::npos);
+  // Entries of several GPUs live side by side in one shipped file.
+  db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})});
+  CHECK(db.load().size() == 4);
+  REQUIRE(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
+}
+
+TEST_CASE("autotune: a corrupt DB is set aside, reported, and read as empty") {
+  const test::TempDir dir;
+  const fs::path path = dir.path() / "tune.json";
+  std::ofstream(path) << "{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": [";
+  const TuneDb db(path.string());
+  CHECK(db.load().empty());
+  CHECK_FALSE(fs::exists(path));
+  CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 1);
+  // A lookup on a corrupt DB is a miss, and the next record starts a fresh file.
+  std::ofstream(path) << "garbage";
+  CHECK_FALSE(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
+  db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})});
+  CHECK(db.load().size() == 1);
+  CHECK(parse(slurp(path), "again").size() == 1);
+}
+
+TEST_CASE("autotune: several processes recording at once lose no entry") {
+  const test::TempDir dir;
+  const std::string path = (dir.path() / "tune.json").string();
+  constexpr int kProcesses = 8, kEntriesEach = 6;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      // Each child records its entries one by one: many overlapping read-merge-writes.
+      int status = 0;
+      try {
+        const TuneDb db(path);
+        for (int i = 0; i < kEntriesEach; ++i)
+          db.record({entry(h200(), "spec" + std::to_string(p), 1 << (i + 4), Tiles{64, 64, 4, 2})});
+      } catch (...) {
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  const std::vector<TuneEntry> all = TuneDb(path).load();
+  CHECK(all.size() == kProcesses * kEntriesEach);
+  for (int p = 0; p < kProcesses; ++p)
+    for (int i = 0; i < kEntriesEach; ++i) {
+      const int s = 1 << (i + 4);
+      CHECK(TuneDb(path).lookup(h200(), "spec" + std::to_string(p), ShapeBucket{s, s, 64}).entry);
+    }
+  CHECK(count_with_prefix(dir.path(), "tune.json.tmp-") == 0);
+}
+
+TEST_CASE("autotune: the DB path is FLASHJIT_TUNE_DB, else tune.json in the cache folder") {
+  {
+    const test::ScopedEnv db("FLASHJIT_TUNE_DB", "/somewhere/mine.json");
+    CHECK(default_db_path() == "/somewhere/mine.json");
+  }
+  const test::ScopedEnv db("FLASHJIT_TUNE_DB", std::nullopt);
+  const test::ScopedEnv cache("FLASHJIT_CACHE_DIR", "/cache/here");
+  CHECK(default_db_path() == "/cache/here/tune.json");
+}
+
+TEST_CASE("autotune: `flashjit tune --show` prints the DB; `tune` without a GPU exits 3") {
+  const test::TempDir dir;
+  const fs::path db_path = dir.path() / "tune.json";
+  TuneDb(db_path.string()).record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})});
+  const auto run = [&](const std::string& args) {
+    const std::string command = std::string("'") + FLASHJIT_CLI_PATH + "' " + args + " >'" +
+                                (dir.path() / "out").string() + "' 2>'" +
+                                (dir.path() / "err").string() + "'";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(run("tune --show --db '" + db_path.string() + "'") == 0);
+  const std::string shown = slurp(dir.path() / "out");
+  CHECK(shown.find("1 entry") != std::string::npos);
+  CHECK(shown.find("m128n128w8s2") != std::string::npos);
+  CHECK(shown.find("q4096 k4096 bh64") != std::string::npos);
+  CHECK(shown.find("1.20x") != std::string::npos);
+
+  if (rt::Driver::available()) return;  // with a GPU, `tune` would really tune
+  const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/configs/hd64.yaml";
+  CHECK(run("tune '" + spec + "' --db '" + db_path.string() + "'") == 3);
+  CHECK(slurp(dir.path() / "err").find("needs a GPU") == std::string::npos);
+  CHECK(slurp(dir.path() / "err").find("has none") != std::string::npos);
+}
+
+}  // namespace flashjit::tune
