@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tools/command.h"
+#include "tools/tune_command.h"
 
 namespace flashjit::cli {
 
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", flashjit::version());
   const std::vector<Command> commands = {add_check_command(app), add_gen_command(app),
                                          add_compile_command(app), add_run_command(app),
-                                         add_cache_command(app)};
+                                         add_cache_command(app),
+                                         add_tune_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
