@@ -12,6 +12,7 @@
 #include "autotune/candidates.h"
 #include "generator/plan.h"
 #include "runtime/driver.h"
+#include "runtime/kernel_compiler.h"
 #include "verify/attention_run.h"
 #include "verify/half.h"
 #include "verify/random.h"
@@ -54,19 +55,24 @@ struct CompileOutcome {
 };
 
 // Compiles every candidate on `threads` CPU threads, in order, while the caller times those
-// done. The runtime's compiler is shared with the kernels it hands out, so a compiled
-// candidate's later launch finds it in memory. stop() leaves the rest uncompiled.
+// done. 16-byte aligned variants go through Runtime::compile, whose in-memory cache the
+// kernels it hands out share; other alignments (head dims whose rows are not 16-byte
+// multiples) Runtime::compile does not build, so they go through a compiler of our own that
+// writes the disk cache the kernels' first launch then reads. stop() leaves the rest.
 class CompilePool {
  public:
-  CompilePool(Runtime& runtime, const Spec& spec, const std::string& target,
+  CompilePool(Runtime& runtime, const Spec& spec, const std::string& target, int align_bytes,
               const std::vector<Tiles>& tiles, unsigned threads)
       : promises_(tiles.size()) {
     for (auto& p : promises_) futures_.push_back(p.get_future());
-    const auto work = [this, &runtime, spec, target, tiles] {
+    const auto work = [this, &runtime, spec, target, align_bytes, tiles] {
       for (size_t i = next_++; i < tiles.size() && !stop_; i = next_++) {
         CompileOutcome outcome;
         try {
-          outcome.report = runtime.compile(with_tiles(spec, tiles[i]), target);
+          const Spec candidate = with_tiles(spec, tiles[i]);
+          outcome.report = align_bytes == 16
+                               ? runtime.compile(candidate, target)
+                               : own_.compile(gen::make_plan(candidate, target, align_bytes))->report;
         } catch (const std::exception& error) {  // an escaping exception would end the process
           outcome.error = error.what();
         }
@@ -85,6 +91,7 @@ class CompilePool {
   std::vector<std::future<CompileOutcome>> futures_;
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};
+  rt::KernelCompiler own_{rt::DiskCache::from_env()};
   std::vector<std::jthread> threads_;
 };
 
@@ -253,7 +260,14 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   const unsigned threads = options.compile_threads
                                ? options.compile_threads
                                : std::max(1u, std::thread::hardware_concurrency());
-  CompilePool pool(runtime, spec, out.target, space.candidates, threads);
+  if (options.seqlens.empty()) throw Error(ErrorKind::Usage, "no seqlens to tune");
+  // Every bucket's tensors are contiguous with the same head dims, and device allocations are
+  // 256-byte aligned: the strides alone decide the one alignment all buckets need.
+  const TimedShape first = timed_shape(spec, options.seqlens.front(), options.batch_heads);
+  const int align_bytes = gen::forward_alignment(
+      spec, ForwardArgs::contiguous(spec, first.batch, first.heads, first.heads, first.seqlen,
+                                    first.seqlen));
+  CompilePool pool(runtime, spec, out.target, align_bytes, space.candidates, threads);
 
   // Inputs, prepared while the first candidates compile: one random pool that every tensor
   // of every bucket is a window of (generating fresh numbers for ~1 GiB would take longer
