@@ -35,5 +35,6 @@ Command add_gen_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_cache_command(CLI::App& parent);
+Command add_build_command(CLI::App& parent);
 
 }  // namespace flashjit::cli

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", flashjit::version());
   const std::vector<Command> commands = {add_check_command(app), add_gen_command(app),
                                          add_compile_command(app), add_run_command(app),
-                                         add_cache_command(app),
+                                         add_cache_command(app), add_build_command(app),
                                          add_tune_command(app)};
   try {
     app.parse(argc, argv);
