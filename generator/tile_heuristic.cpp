@@ -54,17 +54,24 @@ std::string sm80_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& t,
 Tiles default_tiles(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
-  // Preferred first. One warp per 16 query rows keeps the O accumulator at dv_slice/2
-  // registers a thread; 8 warps for small head dims give two CTAs per SM room to overlap
-  // one CTA's loads with the other's math. Wider head dims trade block_n (the S
-  // accumulator) for registers: ptxas spills at 255 registers with block_n 64 from d 256
-  // and with block_n 32 at d 512.
-  const Tiles first = d <= 128   ? Tiles{128, 64, 8, 2}
-                      : d <= 192 ? Tiles{64, 64, 4, 2}
-                      : d <= 384 ? Tiles{64, 32, 4, 2}
-                                 : Tiles{64, 16, 4, 2};
+  // Preferred first: the best configuration without spills per head-dim range, measured
+  // on an H200 (bench/tile_sweep.py, bf16, 16k tokens, seqlen 4096; bench/NOTES.md has the
+  // table). Four warps with two m16 tiles each (block_m 128) load every K/V fragment once
+  // for 32 rows, which halves shared-memory traffic per product against one tile a warp;
+  // past d 96 the O accumulator leaves no room for that with block_n 64, and eight warps
+  // of one tile each win. The fallbacks, in order, fit the 163 KB of sm_80 and the 99 KB
+  // of sm_86/sm_89 (where m64 n64 w4 spills at d 128).
+  const Tiles first = d <= 64    ? Tiles{128, 64, 4, 3}
+                      : d <= 96  ? Tiles{128, 64, 4, 2}
+                      : d <= 112 ? Tiles{128, 32, 4, 2}
+                      : d <= 128 ? Tiles{128, 128, 8, 2}
+                      : d <= 192 ? Tiles{128, 64, 8, 2}
+                      : d <= 256 ? Tiles{64, 32, 4, 2}
+                      : d <= 384 ? Tiles{128, 32, 8, 2}
+                                 : Tiles{128, 16, 8, 2};
   const Tiles preferred[] = {
-      first, {64, 32, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2}, {32, 16, 2, 2}, {16, 16, 1, 2},
+      first, {128, 64, 8, 2}, {64, 32, 4, 2}, {64, 64, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2},
+      {32, 16, 2, 2}, {16, 16, 1, 2},
   };
   for (const Tiles& t : preferred)
     if (sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
