@@ -106,11 +106,22 @@ std::optional<std::string> read_file(const std::string& path) {
   return text.str();
 }
 
+void create_parent_folder(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) return;
+  std::error_code error;
+  fs::create_directories(parent, error);
+  if (error)
+    throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot create folder {}: {}", path,
+                                           parent.string(), error.message()));
+}
+
 // Holds an exclusive flock on "<db>.lock" for its lifetime. The kernel drops the lock when
 // the process dies, so a killed writer never blocks the next one.
 class WriterLock {
  public:
   explicit WriterLock(const std::string& db_path) {
+    create_parent_folder(db_path);
     const std::string path = db_path + ".lock";
     fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (fd_ < 0)
@@ -136,8 +147,10 @@ class WriterLock {
 // a silently ignored tuning file would look like a slow GPU.
 void set_aside(const std::string& path, const std::string& why) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const std::string aside = fmt::format(
+  const std::string stem = fmt::format(
       "{}.corrupt-{}", path, std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  std::string aside = stem;  // never over an earlier corrupt copy: it is evidence too
+  for (int n = 1; fs::exists(aside); ++n) aside = fmt::format("{}-{}", stem, n);
   std::error_code error;
   fs::rename(path, aside, error);
   if (error)
@@ -169,14 +182,7 @@ std::vector<TuneEntry> load_or_set_aside(const std::string& path, bool locked) {
 }
 
 void write_atomically(const std::string& path, const std::string& text) {
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code error;
-    fs::create_directories(parent, error);
-    if (error)
-      throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot create folder {}: {}", path,
-                                             parent.string(), error.message()));
-  }
+  create_parent_folder(path);
   std::string temp = path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(temp.data());
   if (fd < 0)
