@@ -18,7 +18,9 @@ GpuIdentity gpu_identity(const DeviceInfo& device) {
   gpu.cc_minor = device.cc_minor;
   gpu.sm_count = device.sm_count;
   gpu.driver_version = device.driver_version;
-  gpu.nvrtc_version = rt::nvrtc_version();
+  // An application whose kernels all come from bundles may run without NVRTC: its tune DB
+  // entries (keyed by an NVRTC version) then match nothing and the heuristic applies.
+  gpu.nvrtc_version = rt::nvrtc_available() ? rt::nvrtc_version() : "none";
   return gpu;
 }
 

@@ -95,20 +95,6 @@ class CompilePool {
   std::vector<std::jthread> threads_;
 };
 
-// A CUDA event destroyed on scope exit.
-class Event {
- public:
-  explicit Event(rt::Driver& driver) : driver_(driver), event_(driver.event_create()) {}
-  ~Event() { driver_.event_destroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void* get() const { return event_; }
-
- private:
-  rt::Driver& driver_;
-  void* event_;
-};
-
 // The device tensors of one bucket: `sets` input/output sets rotated between launches, and
 // the heuristic kernel's output on set 0, which every other candidate must reproduce.
 struct BucketBench {
@@ -212,7 +198,7 @@ double time_kernel(Kernel& kernel, const BucketBench& bench, int warmup, int ite
     return bench.args[set++ % bench.args.size()];
   };
   for (int n = 0; n < warmup; ++n) kernel.forward(next_args(), nullptr);
-  const Event start(driver), stop(driver);
+  const rt::Event start, stop;
   std::vector<float> times;
   for (int n = 0; n < std::max(iters, 1); ++n) {
     driver.event_record(start.get(), nullptr);

@@ -13,10 +13,8 @@
 // nothing in a corrupt body is parsed at all.
 #include "runtime/bundle.h"
 
-#include <openssl/evp.h>
 
 #include <algorithm>
-#include <array>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -80,17 +78,6 @@ Error corrupt(const std::string& name, const std::string& why) {
 }
 
 }  // namespace
-
-std::string sha256_hex(const std::string& data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1) {
-    throw Error(ErrorKind::Io, "OpenSSL EVP_Digest(SHA-256) failed");
-  }
-  std::string out;
-  for (unsigned int i = 0; i < size; ++i) out += fmt::format("{:02x}", digest[i]);
-  return out;
-}
 
 std::string write_bundle(const Bundle& bundle) {
   json kernels = json::array();

@@ -19,6 +19,8 @@
 
 #include "flashjit/flashjit.h"
 
+#include "runtime/sha256.h"
+
 namespace flashjit::rt {
 
 // Bumped whenever the layout in bundle.cpp changes; a bundle of another version is refused.
@@ -42,9 +44,6 @@ struct Bundle {
   std::string nvrtc_version;      // NVRTC that compiled the cubins
   std::vector<BundleKernel> kernels;
 };
-
-// Hex SHA-256 (OpenSSL) of `data`.
-std::string sha256_hex(const std::string& data);
 
 // The bundle as file bytes: "FJBUNDLE", the hex SHA-256 of the body, then the body (CBOR).
 std::string write_bundle(const Bundle& bundle);

@@ -13,7 +13,6 @@
 #include "runtime/disk_cache.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 
 #include "flashjit/flashjit.h"
 #include "runtime/env.h"
+#include "runtime/sha256.h"
 
 namespace flashjit::rt {
 namespace fs = std::filesystem;
@@ -38,19 +38,7 @@ constexpr char kMagic[8] = {'F', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kExtension = ".fjk";
 constexpr const char* kTempMarker = ".fjk.tmp-";  // temp files: <name>.fjk.tmp-XXXXXX
-constexpr size_t kDigestBytes = 32;
-
-using Digest = std::array<unsigned char, kDigestBytes>;
-
-Digest sha256(const std::string& data) {
-  Digest digest{};
-  unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1 ||
-      size != kDigestBytes) {
-    throw Error(ErrorKind::Cache, "OpenSSL EVP_Digest(SHA-256) failed");
-  }
-  return digest;
-}
+constexpr size_t kDigestBytes = sizeof(Sha256Digest);
 
 void put_u32(std::string& out, uint32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -96,12 +84,6 @@ class Reader {
   size_t pos_ = 0;
 };
 
-std::string hex(const Digest& digest) {
-  std::string out;
-  for (unsigned char byte : digest) out += fmt::format("{:02x}", byte);
-  return out;
-}
-
 bool is_entry(const fs::path& path) { return path.extension() == kExtension; }
 bool is_temp(const fs::path& path) {
   return path.filename().string().find(kTempMarker) != std::string::npos;
@@ -117,7 +99,7 @@ std::string serialize(const std::string& key, const CacheEntry& entry) {
   put_u32(file, kFormatVersion);
   put_u64(file, payload.size());
   file += payload;
-  const Digest digest = sha256(payload);
+  const Sha256Digest digest = sha256(payload);
   file.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   return file;
 }
@@ -139,7 +121,7 @@ std::string parse(const std::string& file, const std::string& key, CacheEntry& e
       !reader.bytes(checksum, kDigestBytes) || !reader.at_end()) {
     return "truncated or oversized";
   }
-  const Digest digest = sha256(payload);
+  const Sha256Digest digest = sha256(payload);
   if (checksum != std::string(reinterpret_cast<const char*>(digest.data()), digest.size())) {
     return "checksum mismatch";
   }
@@ -180,7 +162,7 @@ std::string cache_key(const CacheKeyInput& input) {
   put_u64(canonical, options.size());
   for (const std::string& option : options) put_field(canonical, option);
   put_field(canonical, input.target);
-  return hex(sha256(canonical));
+  return sha256_hex(canonical);
 }
 
 DiskCache DiskCache::from_env() { return DiskCache(cache_dir(), !cache_disabled()); }

@@ -78,4 +78,17 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// RAII CUDA event, destroyed on scope exit (a failing launch between two records leaks none).
+class Event {
+ public:
+  Event() : event_(Driver::get().event_create()) {}
+  ~Event() { Driver::get().event_destroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void* get() const { return event_; }
+
+ private:
+  void* event_;
+};
+
 }  // namespace flashjit::rt

@@ -33,6 +33,8 @@ bool verbose_enabled() { return flag("FLASHJIT_VERBOSE"); }
 
 std::string tune_db_path() { return get("FLASHJIT_TUNE_DB"); }
 
+std::string nvrtc_library() { return get("FLASHJIT_NVRTC_LIBRARY"); }
+
 void verbose_line(const std::string& message) {
   // One fprintf per line so lines from several compile threads do not interleave mid-line.
   std::fprintf(stderr, "[flashjit] %s\n", message.c_str());

@@ -1,5 +1,7 @@
 #include "runtime/nvrtc_compiler.h"
 
+#include "runtime/env.h"
+
 #include <dlfcn.h>
 #include <nvrtc.h>
 
@@ -42,13 +44,9 @@ struct NvrtcApi {
   std::string failure;  // why NVRTC could not be loaded ("" when it was)
 };
 
-// FLASHJIT_NVRTC_LIBRARY names the one library to open (a path or a soname); set it to a
-// path that does not exist to check that an application runs without NVRTC.
-// (Read here rather than in runtime/env: see the note in nvrtc_compiler.h.)
+// FLASHJIT_NVRTC_LIBRARY, when set, names the one library to open.
 std::vector<std::string> library_candidates() {
-  if (const char* forced = std::getenv("FLASHJIT_NVRTC_LIBRARY"); forced && *forced) {
-    return {forced};
-  }
+  if (std::string forced = nvrtc_library(); !forced.empty()) return {forced};
   return {std::begin(kNvrtcLibraries), std::end(kNvrtcLibraries)};
 }
 

@@ -3,8 +3,6 @@
 // NVRTC is opened with dlopen on first use (FLASHJIT_NVRTC_LIBRARY, else libnvrtc.so.13, else
 // libnvrtc.so), never linked: kernels served from bundles need no libnvrtc. Every function
 // below that needs NVRTC throws Error(Compile) naming the libraries tried when it is missing.
-// FLASHJIT_NVRTC_LIBRARY is read in nvrtc_compiler.cpp; it belongs in runtime/env.h with the
-// other variables once that file's owner moves it there.
 #pragma once
 
 #include <cstdint>

@@ -147,20 +147,6 @@ std::string describe_failure(const RunResult& r, const Tolerances& t) {
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
-// A CUDA event destroyed on scope exit, so a failing launch does not leak it.
-class Event {
- public:
-  explicit Event(rt::Driver& driver) : driver_(driver), event_(driver.event_create()) {}
-  ~Event() { driver_.event_destroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void* get() const { return event_; }
-
- private:
-  rt::Driver& driver_;
-  void* event_;
-};
-
 double median(std::vector<float> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
@@ -294,7 +280,7 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& shape,
 
   if (options.iters > 0) {
     for (int n = 0; n < options.warmup; ++n) kernel->forward(args, nullptr);
-    const Event start(driver), stop(driver);
+    const rt::Event start, stop;
     std::vector<float> times;
     for (int n = 0; n < options.iters; ++n) {
       driver.event_record(start.get(), nullptr);
