@@ -14,7 +14,7 @@ namespace flashjit::rt {
 std::string cache_dir();
 // FLASHJIT_DISABLE_CACHE set to anything but "" or "0".
 bool cache_disabled();
-// FLASHJIT_DUMP_DIR: where rendered source, PTX and ptxas report are written ("" = off).
+// FLASHJIT_DUMP_DIR: where rendered source, PTX, ptxas report and cubin are written ("" = off).
 std::string dump_dir();
 // FLASHJIT_VERBOSE set to anything but "" or "0".
 bool verbose_enabled();

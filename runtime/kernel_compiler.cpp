@@ -141,6 +141,7 @@ void dump_if_requested(const CompiledKernel& kernel) {
   write_file(base.string() + ".cu", kernel.source);
   write_file(base.string() + ".ptx", kernel.artifacts.ptx);
   write_file(base.string() + ".ptxas.txt", kernel.artifacts.ptxas_log);
+  write_file(base.string() + ".cubin", kernel.artifacts.cubin);  // for cuobjdump -sass
 }
 
 }  // namespace flashjit::rt

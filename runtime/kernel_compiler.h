@@ -59,7 +59,7 @@ class KernelCompiler {
   std::map<std::string, std::shared_future<std::shared_ptr<const CompiledKernel>>> compiled_;
 };
 
-// Writes <kernel_name>.cu, .ptx and .ptxas.txt into FLASHJIT_DUMP_DIR when it is set.
+// Writes <kernel_name>.cu, .ptx, .ptxas.txt and .cubin into FLASHJIT_DUMP_DIR when it is set.
 void dump_if_requested(const CompiledKernel& kernel);
 
 }  // namespace flashjit::rt
