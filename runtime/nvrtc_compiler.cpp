@@ -166,8 +166,11 @@ std::string nvrtc_version() {
 }
 
 std::vector<std::string> nvrtc_options(const std::string& target) {
+  // --no-cache: NVRTC 12.9+ keeps its own cache of compiled programs (beside the driver's
+  // compute cache), and a hit there skips ptxas and with it the -v report, which would make
+  // every kernel read "0 registers, 0 bytes spilled". flashjit's disk cache serves repeats.
   return {"-std=c++17", "--gpu-architecture=" + target, "-default-device",
-          "--ptxas-options=-v", "-lineinfo", "-DNDEBUG"};
+          "--ptxas-options=-v", "-lineinfo", "-DNDEBUG", "--no-cache"};
 }
 
 NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_name,
@@ -196,6 +199,13 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
                             quoted_source_lines(out.log, program_name, source)));
   }
 
+  if (out.log.find("Used ") == std::string::npos) {
+    // Without the report nothing can vouch for the kernel's registers and spills.
+    throw Error(ErrorKind::Compile,
+                fmt::format("NVRTC compiled {} for {} but returned no ptxas resource report "
+                            "(\"Used N registers\") in its log:\n{}",
+                            program_name, target, out.log));
+  }
   size_t size = 0;
   check(api().cubin_size(program.handle, &size), "nvrtcGetCUBINSize");
   out.cubin.resize(size);
