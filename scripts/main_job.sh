@@ -137,7 +137,16 @@ else
   fi
 fi
 
-# == 5. benchmark: the benchmark issue adds its step here (bench/, results in bench/results/).
+echo
+echo "== 5. benchmark against PyTorch (bench/compare.py; results in bench/results/)"
+if [[ -n "$gpu_note" ]]; then
+  echo "  skipped: no GPU"
+elif ! python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+  gpu_note="PyTorch with CUDA is not importable here: the benchmark against it was not run"
+  echo "  skipped: $gpu_note"
+elif ! "${repo_root}/scripts/bench.sh"; then
+  record_failure "benchmark"
+fi
 
 echo
 if [[ $failures -eq 0 ]]; then
