@@ -250,9 +250,8 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   // Every bucket's tensors are contiguous with the same head dims, and device allocations are
   // 256-byte aligned: the strides alone decide the one alignment all buckets need.
   const TimedShape first = timed_shape(spec, options.seqlens.front(), options.batch_heads);
-  const int align_bytes = gen::forward_alignment(
-      spec, ForwardArgs::contiguous(spec, first.batch, first.heads, first.heads, first.seqlen,
-                                    first.seqlen));
+  const int align_bytes = gen::forward_alignment(ForwardArgs::contiguous(
+      spec, first.batch, first.heads, first.heads, first.seqlen, first.seqlen));
   CompilePool pool(runtime, spec, out.target, align_bytes, space.candidates, threads);
 
   // Inputs, prepared while the first candidates compile: one random pool that every tensor

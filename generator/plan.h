@@ -39,7 +39,7 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes = 16
 Tiles default_tiles(const Spec& spec, const std::string& target);
 
 // Largest of 16/8/4/2 that divides every row start of Q, K, V and O for these arguments.
-int forward_alignment(const Spec& spec, const ForwardArgs& args);
+int forward_alignment(const ForwardArgs& args);
 
 struct LaunchGeometry {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;

@@ -54,7 +54,7 @@ class JitKernel final : public Kernel {
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
     const LoadedVariant& variant =
-        variant_for(gen::forward_alignment(spec_, args), tiles_for(args));
+        variant_for(gen::forward_alignment(args), tiles_for(args));
     const gen::Plan& plan = variant.compiled->plan;
     FwdParams params = rt::make_fwd_params(plan, args);
     const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);

@@ -70,7 +70,7 @@ std::vector<std::string> parse_targets(const std::string& text) {
 
 // Alignment of densely packed tensors of this spec (row starts step by the head dims).
 int natural_alignment(const Spec& spec) {
-  return gen::forward_alignment(spec, ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2));
+  return gen::forward_alignment(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2));
 }
 
 std::set<int, std::greater<>> alignments_for(const Spec& spec, const std::string& option) {

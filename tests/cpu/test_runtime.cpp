@@ -29,9 +29,11 @@ Spec spec_hd100() {
 // Valid arguments with fake (never dereferenced) device pointers.
 ForwardArgs valid_args(const Spec& spec) {
   ForwardArgs args = ForwardArgs::contiguous(spec, 2, 8, 2, 33, 65);
-  static char storage[4];
+  alignas(16) static char storage[16];  // never dereferenced: the checks read only addresses
+  alignas(16) static float lse[4];
   args.q = args.k = args.v = storage;
   args.o = storage;
+  args.lse = lse;
   return args;
 }
 
@@ -106,6 +108,14 @@ TEST_CASE("forward arguments: each bad one is named with its value") {
   SUBCASE("negative softmax scale") {
     args.softmax_scale = -1.f;
     CHECK(shape_error(args).find("softmax_scale") != std::string::npos);
+  }
+  SUBCASE("an element pointer off 2-byte alignment") {
+    args.v = static_cast<const char*>(args.v) + 1;
+    CHECK(shape_error(args).find("2-byte aligned") != std::string::npos);
+  }
+  SUBCASE("an LSE pointer off 4-byte alignment") {
+    args.lse = reinterpret_cast<float*>(reinterpret_cast<char*>(args.lse) + 2);
+    CHECK(shape_error(args).find("4-byte aligned") != std::string::npos);
   }
 }
 
