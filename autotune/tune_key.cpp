@@ -1,13 +1,11 @@
 #include "autotune/tune_key.h"
 
-#include <openssl/evp.h>
-
-#include <array>
 #include <bit>
 
 #include <fmt/format.h>
 
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/sha256.h"
 
 namespace flashjit::tune {
 
@@ -30,20 +28,14 @@ std::string describe(const GpuIdentity& gpu) {
 }
 
 std::string spec_hash(const Spec& spec) {
-  // One line, fixed field order, versioned: changing what is hashed must change "v1".
+  // One line, fixed field order, versioned: changing what is hashed must change "v2".
   const std::string canonical = fmt::format(
-      "flashjit-tune-spec-v1;head_dim_qk={};head_dim_v={};dtype={};causal={};mask={};arch={};"
-      "warp_specialization={}",
+      "flashjit-tune-spec-v2;head_dim_qk={};head_dim_v={};dtype={};causal={};mask={};"
+      "window_left={};window_right={};arch={};warp_specialization={}",
       spec.head_dim_qk, spec.head_dim_v, to_string(spec.dtype), spec.causal ? 1 : 0,
-      static_cast<int>(spec.mask), to_string(spec.arch), spec.warp_specialization ? 1 : 0);
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int size = 0;
-  if (EVP_Digest(canonical.data(), canonical.size(), digest.data(), &size, EVP_sha256(),
-                 nullptr) != 1)
-    throw Error(ErrorKind::Cache, "OpenSSL EVP_Digest(SHA-256) failed hashing a spec");
-  std::string hex;
-  for (unsigned int i = 0; i < size; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+      to_string(spec.mask), spec.window_left, spec.window_right, to_string(spec.arch),
+      spec.warp_specialization ? 1 : 0);
+  return rt::sha256_hex(canonical);
 }
 
 std::string spec_summary(const Spec& spec) {

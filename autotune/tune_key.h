@@ -26,7 +26,7 @@ GpuIdentity gpu_identity(const DeviceInfo& device);
 std::string describe(const GpuIdentity& gpu);
 
 // Hex SHA-256 over the fields that change the generated kernel apart from its tiles:
-// head dims, dtype, causal, mask, arch and warp specialization. Not the name (two files
+// head dims, dtype, causal, mask and window, arch and warp specialization. Not the name (two files
 // describing the same kernel share their tuning), not the tiles (what is tuned).
 std::string spec_hash(const Spec& spec);
 // "bf16 qk128 v128 causal" for tables and the DB's human-readable field.

@@ -35,6 +35,14 @@ const char* to_string(Arch arch) {
   return "unknown";
 }
 
+const char* to_string(MaskKind mask) {
+  switch (mask) {
+    case MaskKind::None: return "none";
+    case MaskKind::SlidingWindow: return "sliding_window";
+  }
+  return "unknown";
+}
+
 // Bump when the generated code changes in a way the rendered source does not show
 // (it is part of every cache key).
 const char* version() { return "0.1.0"; }

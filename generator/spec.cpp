@@ -29,7 +29,10 @@ constexpr FieldAllowed kAllowed[] = {
     {"head_dim_v", "an integer in 1..512"},
     {"dtype", "fp16, bf16"},
     {"causal", "true, false"},
-    {"mask", "none"},
+    {"mask", "none, or {sliding_window: {left: L, right: R}}"},
+    {"mask.sliding_window", "a map with both left and right"},
+    {"mask.sliding_window.left", "an integer >= 0: keys visible left of the diagonal"},
+    {"mask.sliding_window.right", "an integer >= 0 (0 with causal): keys visible right of it"},
     {"arch", "auto, sm80, sm90a"},
     {"hopper", "a map with the key warp_specialization"},
     {"hopper.warp_specialization", "true, false"},
@@ -79,8 +82,27 @@ std::optional<SpecProblem> enum_problem(const Spec& spec) {
     return problem("dtype", fmt::format("{} is not a DType", static_cast<int>(spec.dtype)));
   if (spec.arch != Arch::Auto && spec.arch != Arch::Sm80 && spec.arch != Arch::Sm90a)
     return problem("arch", fmt::format("{} is not an Arch", static_cast<int>(spec.arch)));
-  if (spec.mask != MaskKind::None)
+  if (spec.mask != MaskKind::None && spec.mask != MaskKind::SlidingWindow)
     return problem("mask", fmt::format("{} is not a MaskKind", static_cast<int>(spec.mask)));
+  return std::nullopt;
+}
+
+std::optional<SpecProblem> window_problem(const Spec& spec) {
+  if (spec.mask != MaskKind::SlidingWindow) {
+    if (spec.window_left != 0 || spec.window_right != 0)
+      return problem("mask", fmt::format("window_left/window_right ({}, {}) are set but the mask "
+                                         "is {}", spec.window_left, spec.window_right,
+                                         to_string(spec.mask)));
+    return std::nullopt;
+  }
+  if (spec.window_left < 0)
+    return problem("mask.sliding_window.left", fmt::format("{} is negative", spec.window_left));
+  if (spec.window_right < 0)
+    return problem("mask.sliding_window.right", fmt::format("{} is negative", spec.window_right));
+  if (spec.causal && spec.window_right != 0)
+    return problem("mask.sliding_window.right",
+                   fmt::format("{} with causal: true, which hides every key right of the "
+                               "diagonal", spec.window_right));
   return std::nullopt;
 }
 
@@ -112,6 +134,7 @@ std::optional<SpecProblem> find_spec_problem(const Spec& spec) {
   if (auto p = head_dim_problem("head_dim_qk", spec.head_dim_qk)) return p;
   if (auto p = head_dim_problem("head_dim_v", spec.head_dim_v)) return p;
   if (auto p = enum_problem(spec)) return p;
+  if (auto p = window_problem(spec)) return p;
   // All zero means auto; anything else must be a complete configuration (Tiles::is_auto()
   // looks at block_m only, so a half-filled struct is caught here).
   if (spec.tiles == Tiles{}) return std::nullopt;
@@ -119,8 +142,12 @@ std::optional<SpecProblem> find_spec_problem(const Spec& spec) {
 }
 
 std::string default_spec_name(const Spec& spec) {
-  return fmt::format("qk{}_v{}_{}{}", spec.head_dim_qk, spec.head_dim_v, to_string(spec.dtype),
-                     spec.causal ? "_causal" : "");
+  const std::string window =
+      spec.mask == MaskKind::SlidingWindow
+          ? fmt::format("_window{}_{}", spec.window_left, spec.window_right)
+          : "";
+  return fmt::format("qk{}_v{}_{}{}{}", spec.head_dim_qk, spec.head_dim_v, to_string(spec.dtype),
+                     spec.causal ? "_causal" : "", window);
 }
 
 std::string resolved_spec_name(const Spec& spec) {

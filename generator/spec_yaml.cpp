@@ -34,13 +34,8 @@ constexpr std::string_view kHeadDimChoice = "either head_dim, or both head_dim_q
 constexpr DType kDTypes[] = {DType::F16, DType::BF16};
 constexpr Arch kArchs[] = {Arch::Auto, Arch::Sm80, Arch::Sm90a};
 
-const char* to_string(MaskKind mask) {
-  switch (mask) {
-    case MaskKind::None: return "none";
-  }
-  return "unknown";
-}
-constexpr MaskKind kMasks[] = {MaskKind::None};
+constexpr std::string_view kMaskKinds[] = {"sliding_window", "block_sparse", "pattern"};
+constexpr std::string_view kWindowKeys[] = {"left", "right"};
 
 // Values flashjit knows about but does not serve yet: refused with their own message
 // instead of "unknown value".
@@ -50,7 +45,6 @@ struct Planned {
 };
 constexpr Planned kPlannedDTypes[] = {{"fp8", "fp8 is not supported yet"}};
 constexpr Planned kPlannedMasks[] = {
-    {"sliding_window", "sliding_window is not supported yet (a later issue adds it)"},
     {"block_sparse", "block_sparse is not supported yet (a later issue adds it)"},
     {"pattern", "pattern is not supported yet (a later issue adds it)"},
 };
@@ -208,7 +202,7 @@ class SpecReader {
     } else if (e.key == "causal") {
       spec.causal = boolean(e);
     } else if (e.key == "mask") {
-      spec.mask = choice(e, kMasks, kPlannedMasks);
+      read_mask(e, spec);
     } else if (e.key == "arch") {
       spec.arch = choice(e, kArchs, std::span<const Planned>());
     } else if (e.key == "hopper") {
@@ -241,6 +235,37 @@ class SpecReader {
            fmt::format("missing, {} needs it", present.key), kHeadDimChoice);
     }
     fail(root.Mark(), "head_dim", "missing", kHeadDimChoice);
+  }
+
+  // `none`, or a map with one mask kind: {sliding_window: {left: L, right: R}}.
+  void read_mask(const Entry& e, Spec& spec) {
+    if (e.value.IsScalar()) {
+      const std::string word = e.value.Scalar();
+      if (word == "none") return;
+      for (const Planned& p : kPlannedMasks)
+        if (word == p.word) fail(e, p.why);
+      if (word == "sliding_window") fail(e, "sliding_window needs its map: {left: L, right: R}");
+      fail(e, fmt::format("unknown value '{}'{}", word, suggestion(word, kMaskKinds)));
+    }
+    if (!e.value.IsMap()) fail(e, fmt::format("expected none or a map, got {}", describe(e.value)));
+    const std::vector<Entry> kinds = entries(e.value, "mask.", kMaskKinds);
+    if (kinds.size() != 1)
+      fail(e.mark(), e.field, fmt::format("{} mask kinds given", kinds.size()),
+           "exactly one of sliding_window, block_sparse, pattern");
+    const Entry& kind = kinds.front();
+    for (const Planned& p : kPlannedMasks)
+      if (kind.key == p.word) fail(kind.mark(), kind.field, p.why, allowed_values("mask"));
+    if (!kind.value.IsMap())
+      fail(kind, fmt::format("expected a map, got {}", describe(kind.value)));
+    std::vector<std::string_view> missing(std::begin(kWindowKeys), std::end(kWindowKeys));
+    for (const Entry& item : entries(kind.value, "mask.sliding_window.", kWindowKeys)) {
+      (item.key == "left" ? spec.window_left : spec.window_right) = integer(item);
+      note(item.field, item);
+      std::erase(missing, item.key);
+    }
+    if (!missing.empty())
+      fail(kind, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
+    spec.mask = MaskKind::SlidingWindow;
   }
 
   void read_hopper(const Entry& e, Spec& spec) {
@@ -352,7 +377,14 @@ std::string Spec::to_yaml() const {
   out << YAML::Key << "head_dim_v" << YAML::Value << head_dim_v;
   out << YAML::Key << "dtype" << YAML::Value << to_string(dtype);
   out << YAML::Key << "causal" << YAML::Value << causal;
-  out << YAML::Key << "mask" << YAML::Value << to_string(mask);
+  out << YAML::Key << "mask" << YAML::Value;
+  if (mask == MaskKind::SlidingWindow) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "sliding_window" << YAML::Value
+        << YAML::BeginMap << YAML::Key << "left" << YAML::Value << window_left << YAML::Key
+        << "right" << YAML::Value << window_right << YAML::EndMap << YAML::EndMap;
+  } else {
+    out << to_string(mask);
+  }
   out << YAML::Key << "arch" << YAML::Value << to_string(arch);
   out << YAML::Key << "hopper" << YAML::Value << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "warp_specialization" << YAML::Value << warp_specialization;

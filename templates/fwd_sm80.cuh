@@ -10,7 +10,8 @@
 // end, and LSE = ln(sum exp(scale * s)) is written for a recomputing backward pass.
 //
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
-// kDvSplits, kBlockM, kBlockN, kWarps, kStages, kAlign, kCausal.
+// kDvSplits, kBlockM, kBlockN, kWarps, kStages, kAlign, kCausal, kWindow, kWindowLeft,
+// kWindowRight.
 #pragma once
 
 #include "common.cuh"
@@ -81,9 +82,17 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   const u16* v = static_cast<const u16*>(p.v) + batch * p.v_batch_stride +
                  kv_head * p.v_head_stride + v_col0;
 
-  int n_end = p.seqlen_k;  // one past the last key any row of this block sees
-  if (Cfg::kCausal) n_end = min(n_end, m0 + kBM + diag);
-  const int n_blocks = n_end > 0 ? (n_end + kBN - 1) / kBN : 0;
+  // The key blocks any row of this block can see: [first_block, end_block). Row i sees keys
+  // up to i + diag (causal) or i + diag + kWindowRight (window), and from i + diag -
+  // kWindowLeft on (window); blocks outside that band are never loaded.
+  int key_end = p.seqlen_k;
+  if (Cfg::kCausal) key_end = min(key_end, m0 + kBM + diag);
+  if (Cfg::kWindow) key_end = min(key_end, m0 + kBM + diag + Cfg::kWindowRight);
+  int key_begin = 0;
+  if (Cfg::kWindow) key_begin = max(0, m0 + diag - Cfg::kWindowLeft);
+  const int first_block = key_begin / kBN;
+  const int end_block = key_end > 0 ? (key_end + kBN - 1) / kBN : 0;
+  const int n_blocks = max(0, end_block - first_block);
 
   float acc_o[kMT][kOT][4];
   float row_max[kMT][2];  // running max of scale*log2(e)*s; -inf until a key is seen
@@ -98,13 +107,15 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
 
-  auto load_kv = [&](int block) {
-    const int key0 = block * kBN;
+  // Step `step` of the main loop works on key block first_block + step, in ring slot
+  // step % kStages.
+  auto load_kv = [&](int step) {
+    const int key0 = (first_block + step) * kBN;
     load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
-        s_k + (block % kStages) * L::kKElems, k + key0 * p.k_seq_stride, p.k_seq_stride,
+        s_k + (step % kStages) * L::kKElems, k + key0 * p.k_seq_stride, p.k_seq_stride,
         p.seqlen_k - key0, Cfg::kHeadDimQk, tid);
     load_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign>(
-        s_v + (block % kStages) * L::kVElems, v + key0 * p.v_seq_stride, p.v_seq_stride,
+        s_v + (step % kStages) * L::kVElems, v + key0 * p.v_seq_stride, p.v_seq_stride,
         p.seqlen_k - key0, v_cols, tid);
   };
 
@@ -164,10 +175,13 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
       }
     }
 
-    // ---- mask: keys past the sequence end, and (causal) keys right of the diagonal.
-    const int key0 = j * kBN;
+    // ---- mask: keys past the sequence end, (causal) keys right of the diagonal, (window)
+    // keys outside the band. Only blocks that cross one of those edges pay for it.
+    const int key0 = (first_block + j) * kBN;
     const bool needs_mask =
-        key0 + kBN > p.seqlen_k || (Cfg::kCausal && key0 + kBN - 1 > m0 + diag);
+        key0 + kBN > p.seqlen_k || (Cfg::kCausal && key0 + kBN - 1 > m0 + diag) ||
+        (Cfg::kWindow && (key0 + kBN - 1 > m0 + diag + Cfg::kWindowRight ||
+                          key0 < m0 + kBM - 1 + diag - Cfg::kWindowLeft));
     if (needs_mask) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -179,7 +193,9 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int key = key0 + nt * 8 + (lane % 4) * 2 + e;
-              if (key >= p.seqlen_k || (Cfg::kCausal && key > row + diag))
+              if (key >= p.seqlen_k || (Cfg::kCausal && key > row + diag) ||
+                  (Cfg::kWindow && (key > row + diag + Cfg::kWindowRight ||
+                                    key < row + diag - Cfg::kWindowLeft)))
                 s[mt][nt][half * 2 + e] = neg_inf();
             }
         }

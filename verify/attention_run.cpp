@@ -113,6 +113,9 @@ AttentionProblem problem_of(const Spec& spec, const Shape& shape) {
   p.head_dim_qk = spec.head_dim_qk;
   p.head_dim_v = spec.head_dim_v;
   p.causal = spec.causal;
+  p.window = spec.mask == MaskKind::SlidingWindow;
+  p.window_left = spec.window_left;
+  p.window_right = spec.window_right;
   return p;
 }
 

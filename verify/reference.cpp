@@ -83,32 +83,33 @@ void attend_rows(const AttentionProblem& p, const KvPanel& panel, const HostView
                  int row_begin, int row_end, ReferenceOutput& out) {
   const int rows = row_end - row_begin;
   const int dqk = p.head_dim_qk, dv = p.head_dim_v;
-  // Causal visibility grows with the row, so the last row sees the most keys.
-  const int keys = p.visible_keys(row_end - 1);
+  // Visible ranges grow with the row, so the last row's end bounds every row's.
+  const int keys = p.end_key(row_end - 1);
   std::vector<double> qd(static_cast<size_t>(rows) * dqk);
   for (int r = 0; r < rows; ++r) {
     const float* qrow =
         q.data + b * q.stride.batch + (row_begin + r) * q.stride.seq + h * q.stride.head;
     std::copy(qrow, qrow + dqk, qd.begin() + static_cast<size_t>(r) * dqk);
   }
-  // Scores, then probabilities in place (0 beyond each row's visible keys).
+  // Scores, then probabilities in place (0 outside each row's visible keys).
   std::vector<double> s(static_cast<size_t>(rows) * std::max(keys, 1));
   multiply_abt(qd.data(), dqk, panel.k.data(), dqk, s.data(), keys, rows, keys, dqk);
   std::vector<double> sums(rows, 0.0);
   const double scale = p.scale();
   for (int r = 0; r < rows; ++r) {
     double* row = s.data() + static_cast<size_t>(r) * keys;
-    const int n = p.visible_keys(row_begin + r);
+    const int first = p.first_key(row_begin + r), end = p.end_key(row_begin + r);
     double* lse = out.lse.data() + (static_cast<size_t>(b) * p.heads_q + h) * p.seqlen_q +
                   row_begin + r;
-    std::fill(row + n, row + keys, 0.0);
-    if (n == 0) {
+    std::fill(row, row + first, 0.0);
+    std::fill(row + end, row + keys, 0.0);
+    if (end == first) {
       *lse = -std::numeric_limits<double>::infinity();
       continue;
     }
     double max_score = -std::numeric_limits<double>::infinity();
-    for (int j = 0; j < n; ++j) max_score = std::max(max_score, row[j] * scale);
-    for (int j = 0; j < n; ++j) {
+    for (int j = first; j < end; ++j) max_score = std::max(max_score, row[j] * scale);
+    for (int j = first; j < end; ++j) {
       row[j] = std::exp(row[j] * scale - max_score);
       sums[r] += row[j];
     }
@@ -142,9 +143,18 @@ double AttentionProblem::scale() const {
   return softmax_scale != 0 ? softmax_scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
 }
 
-int AttentionProblem::visible_keys(int i) const {
-  if (!causal) return seqlen_k;
-  return std::clamp(i + seqlen_k - seqlen_q + 1, 0, seqlen_k);
+int AttentionProblem::first_key(int i) const {
+  if (!window) return 0;
+  return std::clamp(i + seqlen_k - seqlen_q - window_left, 0, seqlen_k);
+}
+
+int AttentionProblem::end_key(int i) const {
+  int end = seqlen_k;
+  const int diag = seqlen_k - seqlen_q;
+  if (causal) end = std::min(end, i + diag + 1);
+  if (window) end = std::min(end, i + diag + window_right + 1);
+  // An empty row (end <= first) is [first, first).
+  return std::max(std::max(end, 0), first_key(i));
 }
 
 ReferenceOutput reference_forward(const AttentionProblem& p, HostView q, HostView k, HostView v,

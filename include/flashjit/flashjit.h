@@ -38,10 +38,15 @@ class Error : public std::runtime_error {
 // ---------------------------------------------------------------- the spec
 enum class DType { F16, BF16 };
 enum class Arch { Auto, Sm80, Sm90a };
-enum class MaskKind { None };
+enum class MaskKind {
+  None,
+  SlidingWindow,  // query i sees key j iff i + d - window_left <= j <= i + d + window_right,
+                  // d = seqlen_k - seqlen_q (bottom-right aligned, as causal)
+};
 
 const char* to_string(DType dtype);  // "fp16" | "bf16"
 const char* to_string(Arch arch);    // "auto" | "sm80" | "sm90a"
+const char* to_string(MaskKind mask);  // "none" | "sliding_window"
 
 // Tile configuration of the sm80 path; all zero means "auto" (heuristic or tune DB).
 struct Tiles {
@@ -61,6 +66,8 @@ struct Spec {
   DType dtype = DType::BF16;
   bool causal = false;
   MaskKind mask = MaskKind::None;
+  int window_left = 0;   // mask: {sliding_window: {left, right}}; 0 otherwise
+  int window_right = 0;  // 0 with causal (causal already hides every key right of d)
   Arch arch = Arch::Auto;
   bool warp_specialization = false;  // hopper.warp_specialization
   Tiles tiles;                       // auto unless given

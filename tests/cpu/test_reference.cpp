@@ -148,4 +148,38 @@ TEST_CASE("reference: strided views and any thread count give the same result") 
   CHECK(strided.lse == one_thread.lse);
 }
 
+TEST_CASE("reference: a sliding window sees keys i+d-left .. i+d+right, no more") {
+  AttentionProblem p;
+  p.seqlen_q = 5;
+  p.seqlen_k = 9;  // d = 4
+  p.window = true;
+  p.window_left = 2;
+  p.window_right = 1;
+  CHECK(p.first_key(0) == 2);
+  CHECK(p.end_key(0) == 6);
+  CHECK(p.first_key(4) == 6);
+  CHECK(p.end_key(4) == 9);  // clipped at seqlen_k
+  p.causal = true;           // right of the diagonal hidden as well
+  p.window_right = 0;
+  CHECK(p.end_key(0) == 5);
+  AttentionProblem empty = p;  // seqlen_q > seqlen_k: the top rows see nothing
+  empty.seqlen_q = 9;
+  empty.seqlen_k = 3;
+  CHECK(empty.visible_keys(0) == 0);
+  CHECK(empty.visible_keys(6) == 1);
+
+  // O of a window row is the softmax-weighted mean over exactly its keys.
+  AttentionProblem one;
+  one.seqlen_q = 1;
+  one.seqlen_k = 6;  // d = 5: the row sees keys 3..5 with left 2
+  one.window = true;
+  one.window_left = 2;
+  one.softmax_scale = 1.0;
+  const Tensors t{.q = {0}, .k = {0, 0, 0, 0, 0, 0}, .v = {100, 100, 100, 1, 2, 3}};
+  const ReferenceOutput out = reference_forward(
+      one, {t.q.data(), {6, 1, 1}}, {t.k.data(), {6, 1, 1}}, {t.v.data(), {6, 1, 1}});
+  CHECK(out.o[0] == doctest::Approx(2.0));
+  CHECK(out.lse[0] == doctest::Approx(std::log(3.0)));
+}
+
 }  // namespace flashjit::verify

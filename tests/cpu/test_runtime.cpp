@@ -135,7 +135,7 @@ TEST_CASE("kernel parameters: pointers, strides, GQA group and the scale in the 
   FwdParams params = flashjit::rt::make_fwd_params(plan, args);
   CHECK(params.q == args.q);
   CHECK(params.o == args.o);
-  CHECK(params.lse == nullptr);
+  CHECK(params.lse == args.lse);
   CHECK(params.k_batch_stride == 1000);
   CHECK(params.k_seq_stride == 100);
   CHECK(params.k_head_stride == 10);

@@ -65,6 +65,8 @@ void check_same(const Spec& a, const Spec& b) {
   CHECK(a.dtype == b.dtype);
   CHECK(a.causal == b.causal);
   CHECK(a.mask == b.mask);
+  CHECK(a.window_left == b.window_left);
+  CHECK(a.window_right == b.window_right);
   CHECK(a.arch == b.arch);
   CHECK(a.warp_specialization == b.warp_specialization);
   CHECK(a.tiles == b.tiles);
@@ -223,13 +225,57 @@ TEST_CASE("spec errors: enum values") {
   check_yaml_error("head_dim: 64\ndtype: fp32\n", "bad.yaml:2:8: dtype: unknown value 'fp32'");
   check_yaml_error("head_dim: 64\ndtype: bf61\n", "bad.yaml:2:8: dtype: unknown value 'bf61'",
                    {"did you mean 'bf16'?"});
-  for (std::string mask : {"sliding_window", "block_sparse", "pattern"})
+  for (std::string mask : {"block_sparse", "pattern"}) {
     check_yaml_error("head_dim: 64\nmask: " + mask + "\n", "bad.yaml:2:7: mask: " + mask,
                      {"is not supported yet", "allowed: none"});
+    // The map form is reported at its value, after "mask: {<kind>: ".
+    const std::string column = std::to_string(10 + mask.size());
+    check_yaml_error("head_dim: 64\nmask: {" + mask + ": {}}\n",
+                     "bad.yaml:2:" + column + ": mask." + mask, {"is not supported yet",
+                     "allowed: none, or {sliding_window"});
+  }
   check_yaml_error("head_dim: 64\nmask: causal\n", "bad.yaml:2:7: mask: unknown value 'causal'");
   check_yaml_error("head_dim: 64\narch: sm_90a\n", "bad.yaml:2:7: arch: unknown value 'sm_90a'",
                    {"did you mean 'sm90a'?", "allowed: auto, sm80, sm90a"});
   check_yaml_error("head_dim: 64\narch: hopper\n", "bad.yaml:2:7: arch: unknown value 'hopper'");
+}
+
+TEST_CASE("spec: a sliding window") {
+  const Spec spec = Spec::from_yaml(
+      "head_dim: 128\ncausal: true\nmask: {sliding_window: {left: 1024, right: 0}}\n");
+  CHECK(spec.mask == MaskKind::SlidingWindow);
+  CHECK(spec.window_left == 1024);
+  CHECK(spec.window_right == 0);
+  CHECK(spec.name == "qk128_v128_bf16_causal_window1024_0");
+  CHECK(spec.to_yaml().find("mask: {sliding_window: {left: 1024, right: 0}}") !=
+        std::string::npos);
+  check_same(Spec::from_yaml(spec.to_yaml()), spec);
+
+  const Spec block = Spec::from_yaml("head_dim: 64\nmask:\n  sliding_window:\n    left: 7\n"
+                                     "    right: 3\n");
+  CHECK(block.window_left == 7);
+  CHECK(block.window_right == 3);
+  CHECK_FALSE(block.causal);
+}
+
+TEST_CASE("spec errors: sliding window") {
+  check_yaml_error("head_dim: 64\nmask: sliding_window\n", "bad.yaml:2:7: mask: sliding_window "
+                   "needs its map");
+  check_yaml_error("head_dim: 64\nmask: {sliding_window: {left: 4}}\n",
+                   "bad.yaml:2:24: mask.sliding_window: right missing from the map");
+  check_yaml_error("head_dim: 64\nmask: {sliding_window: {left: -1, right: 0}}\n",
+                   "bad.yaml:2:31: mask.sliding_window.left: -1 is negative");
+  check_yaml_error("head_dim: 64\ncausal: true\nmask: {sliding_window: {left: 8, right: 2}}\n",
+                   "bad.yaml:3:41: mask.sliding_window.right: 2 with causal: true",
+                   {"allowed: an integer >= 0 (0 with causal)"});
+  check_yaml_error("head_dim: 64\nmask: {sliding_window: {left: 1, rihgt: 0}}\n",
+                   "bad.yaml:2:34: mask.sliding_window.rihgt: unknown key",
+                   {"did you mean 'right'?"});
+  check_yaml_error("head_dim: 64\nmask: {}\n", "bad.yaml:2:7: mask: 0 mask kinds given");
+
+  Spec spec = valid_spec();
+  spec.window_left = 3;
+  CHECK(validate_error(spec).find("mask: window_left/window_right (3, 0) are set") == 0);
 }
 
 TEST_CASE("spec errors: names") {

@@ -70,6 +70,45 @@ std::vector<Spec> grid_specs() {
   return specs;
 }
 
+std::vector<Spec> window_specs() {
+  struct Window {
+    int left, right;
+    bool causal;
+  };
+  // Bands narrower and wider than a key block, one-sided and two-sided, the diagonal alone.
+  const Window windows[] = {{37, 5, false}, {200, 0, true}, {0, 0, true}, {1000, 300, false},
+                            {5, 70, false}};
+  std::vector<Spec> specs;
+  bool bf16 = true;
+  for (const auto& [dqk, dv] : std::vector<std::pair<int, int>>{{64, 64}, {100, 100}, {128, 128},
+                                                                 {256, 256}, {192, 128}}) {
+    for (const Window& w : windows) {
+      Spec spec = make_spec(dqk, dv, bf16 ? DType::BF16 : DType::F16, w.causal);
+      spec.mask = MaskKind::SlidingWindow;
+      spec.window_left = w.left;
+      spec.window_right = w.right;
+      spec.name += fmt::format("_window{}_{}", w.left, w.right);
+      spec.validate();
+      specs.push_back(spec);
+      bf16 = !bf16;
+    }
+  }
+  return specs;
+}
+
+std::vector<GridCase> window_cases() {
+  const std::vector<Shape> shapes = {
+      shape(1, 2, 1, 1000, 1037),  // band edges inside key blocks, GQA
+      shape(2, 3, 1, 300, 257),    // seqlen_q > seqlen_k: causal bands of the top rows are empty
+      shape(1, 1, 1, 4097, 4097),  // many blocks skipped on both sides
+      shape(1, 2, 2, 1, 1000),     // decoding: one row, one band
+  };
+  std::vector<GridCase> cases;
+  for (const Spec& spec : window_specs())
+    for (const Shape& s : shapes) cases.push_back({spec, s});
+  return cases;
+}
+
 std::vector<GridCase> small_cases() {
   const std::vector<Shape> shapes = {
       shape(2, 6, 2, 17, 128),    // GQA 3:1, seqlen_q < seqlen_k
@@ -123,10 +162,14 @@ std::string describe(const GridCase& c) {
   const Shape& s = c.shape;
   std::string layout = verify::to_string(s.layout);
   if (s.layout == Layout::PaddedHeads) layout += fmt::format("+{}", s.head_pad);
-  return fmt::format("{:<4} {:<6} qk={:<3} v={:<3} | b={} hq={} hkv={} sq={:<4} sk={:<4} {}",
+  const std::string window =
+      c.spec.mask == MaskKind::SlidingWindow
+          ? fmt::format(" window {}/{}", c.spec.window_left, c.spec.window_right)
+          : "";
+  return fmt::format("{:<4} {:<6} qk={:<3} v={:<3}{} | b={} hq={} hkv={} sq={:<4} sk={:<4} {}",
                      to_string(c.spec.dtype), c.spec.causal ? "causal" : "full",
-                     c.spec.head_dim_qk, c.spec.head_dim_v, s.batch, s.heads_q, s.heads_kv,
-                     s.seqlen_q, s.seqlen_k, layout);
+                     c.spec.head_dim_qk, c.spec.head_dim_v, window, s.batch, s.heads_q,
+                     s.heads_kv, s.seqlen_q, s.seqlen_k, layout);
 }
 
 }  // namespace flashjit::gpu_test

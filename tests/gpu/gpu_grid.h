@@ -29,6 +29,11 @@ std::vector<GridCase> long_cases();
 // exercises the 8-, 4- and 2-byte aligned kernel variants.
 std::vector<GridCase> strided_cases();
 
+// Sliding-window specs (several bands, causal and not) and their cases: band edges inside
+// key blocks, empty bands, many skipped blocks, decoding.
+std::vector<Spec> window_specs();
+std::vector<GridCase> window_cases();
+
 // "bf16 causal qk=100 v=100 | b=2 hq=6 hkv=2 sq=17 sk=128 contiguous" for the log.
 std::string describe(const GridCase& c);
 

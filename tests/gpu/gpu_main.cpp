@@ -34,7 +34,8 @@ void precompile_grid() {
   const auto started = std::chrono::steady_clock::now();
   const DeviceInfo info = gpu_runtime().device();
   const std::string target = gen::target_for_device(info.cc_major, info.cc_minor);
-  const std::vector<Spec> specs = grid_specs();
+  std::vector<Spec> specs = grid_specs();
+  for (const Spec& spec : window_specs()) specs.push_back(spec);
   std::atomic<size_t> next{0};
   std::atomic<int> failed{0};
   auto worker = [&] {

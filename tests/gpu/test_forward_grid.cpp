@@ -50,4 +50,6 @@ TEST_CASE("forward: seqlen 4097 against 4097, 1000 and 1") { check_cases(long_ca
 
 TEST_CASE("forward: padded head strides and packed QKV views") { check_cases(strided_cases()); }
 
+TEST_CASE("forward: sliding windows") { check_cases(window_cases()); }
+
 }  // namespace flashjit::gpu_test
