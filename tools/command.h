@@ -36,5 +36,6 @@ Command add_compile_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_cache_command(CLI::App& parent);
 Command add_build_command(CLI::App& parent);
+Command add_bench_command(CLI::App& parent);
 
 }  // namespace flashjit::cli

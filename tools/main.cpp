@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands = {add_check_command(app), add_gen_command(app),
                                          add_compile_command(app), add_run_command(app),
                                          add_cache_command(app), add_build_command(app),
-                                         add_tune_command(app)};
+                                         add_tune_command(app), add_bench_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

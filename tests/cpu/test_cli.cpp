@@ -89,7 +89,8 @@ TEST_CASE("cli: --help lists every subcommand, and each has its own --help") {
   Scratch scratch;
   const CliResult help = scratch.run({"--help"});
   CHECK(help.exit_code == 0);
-  for (const char* command : {"check", "gen", "compile", "run", "cache"}) {
+  for (const char* command :
+       {"check", "gen", "compile", "run", "cache", "build", "tune", "bench"}) {
     CHECK_MESSAGE(contains(help.out, command), help.out);
     const CliResult sub = scratch.run({command, "--help"});
     CHECK_MESSAGE(sub.exit_code == 0, command);
