@@ -101,8 +101,7 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::build(
                             plan.kernel_name, plan.target, nvrtc_unavailable_reason(),
                             match.why_not));
   }
-  const std::string key = cache_key(
-      {version(), kernel->source, nvrtc_version(), nvrtc_options(plan.target), plan.target});
+  const std::string key = disk_cache_key(kernel->source, plan.target);
   if (std::optional<CacheEntry> entry = disk_.load(plan.kernel_name, key)) {
     kernel->artifacts = std::move(*entry);
     kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
@@ -126,6 +125,10 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::build(
   }
   if (disk_.enabled()) kernel->report.cache_file = disk_.path_for(plan.kernel_name, key);
   return kernel;
+}
+
+std::string disk_cache_key(const std::string& source, const std::string& target) {
+  return cache_key({version(), source, nvrtc_version(), nvrtc_options(target), target});
 }
 
 void dump_if_requested(const CompiledKernel& kernel) {

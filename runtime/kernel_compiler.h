@@ -59,6 +59,10 @@ class KernelCompiler {
   std::map<std::string, std::shared_future<std::shared_ptr<const CompiledKernel>>> compiled_;
 };
 
+// The disk-cache key of a rendered source for a target (DESIGN.md: generator version, source,
+// NVRTC version, compile options, target). Needs NVRTC for its version.
+std::string disk_cache_key(const std::string& source, const std::string& target);
+
 // Writes <kernel_name>.cu, .ptx, .ptxas.txt and .cubin into FLASHJIT_DUMP_DIR when it is set.
 void dump_if_requested(const CompiledKernel& kernel);
 

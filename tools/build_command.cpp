@@ -137,8 +137,7 @@ rt::BundleKernel bundle_kernel(const rt::CompiledKernel& compiled) {
   k.tiles = plan.tiles;
   k.kernel_name = plan.kernel_name;
   k.source_sha256 = rt::sha256_hex(compiled.source);
-  k.cache_key = rt::cache_key({version(), compiled.source, rt::nvrtc_version(),
-                               rt::nvrtc_options(plan.target), plan.target});
+  k.cache_key = rt::disk_cache_key(compiled.source, plan.target);
   k.cubin = compiled.artifacts.cubin;
   k.ptxas_log = compiled.artifacts.ptxas_log;
   return k;
