@@ -20,26 +20,21 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
     throw Error(ErrorKind::Usage,
                 fmt::format("spec {} fixes its tiles ({}); remove `tiles:` to tune it", spec.name,
                             tiles_label(spec.tiles)));
-  if (spec.warp_specialization)
-    throw Error(ErrorKind::Usage,
-                fmt::format("spec {}: the warp-specialized sm90 path is not built yet, so it "
-                            "has no knobs to tune; set hopper.warp_specialization: false",
-                            spec.name));
   if (!gen::is_known_target(target))
     throw Error(ErrorKind::Usage, fmt::format("unknown target '{}'", target));
 
   const gen::PaddedDims dims = gen::padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
-  std::vector<int> block_ns = {32, 64, 128};
-  if (d > 192) block_ns.insert(block_ns.begin(), 16);
+  const bool sm90 = gen::sm90_serves(spec, target, 16);
 
   CandidateSpace space;
   const Tiles heuristic = gen::default_tiles(spec, target);
   space.candidates.push_back(heuristic);
   const auto consider = [&](const Tiles& t) {
     if (t == heuristic) return;
-    std::string reason = gen::sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target);
-    if (reason.empty() && accumulator_registers(dims.dv_slice, t) > kMaxAccumulatorRegisters)
+    std::string reason = gen::tiles_problem(spec, target, t);
+    if (!sm90 && reason.empty() &&
+        accumulator_registers(dims.dv_slice, t) > kMaxAccumulatorRegisters)
       reason = fmt::format("{} fp32 accumulator registers a thread (more than {} spills)",
                            accumulator_registers(dims.dv_slice, t), kMaxAccumulatorRegisters);
     if (reason.empty())
@@ -47,6 +42,14 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
     else
       space.pruned.push_back({t, std::move(reason)});
   };
+  if (sm90) {
+    // The warp-specialised kernel's knobs: the key block (wgmma N of S) and the ring depth.
+    for (int block_n : {64, 80, 96, 112, 128, 160, 176, 192})
+      for (int stages : {2, 3}) consider(Tiles{gen::kSm90BlockM, block_n, gen::kSm90Warps, stages});
+    return space;
+  }
+  std::vector<int> block_ns = {32, 64, 128};
+  if (d > 192) block_ns.insert(block_ns.begin(), 16);
   for (int block_m : {64, 128})
     for (int block_n : block_ns)
       for (int warps : {4, 8})

@@ -32,9 +32,15 @@ std::string kernel_name(const Plan& p) {
   const std::string window = s.mask == MaskKind::SlidingWindow
                                  ? fmt::format("_w{}_{}", s.window_left, s.window_right)
                                  : "";
-  return fmt::format("fa_fwd_qk{}_v{}_{}_{}{}_m{}n{}w{}s{}_a{}_{}", s.head_dim_qk, s.head_dim_v,
-                     to_string(s.dtype), s.causal ? "causal" : "full", window, p.tiles.block_m,
-                     p.tiles.block_n, p.tiles.warps, p.tiles.stages, p.align_bytes, target);
+  // The warp-specialised kernel has a fixed shape (m128, 12 warps): "ws" and its knobs.
+  const std::string tiles =
+      p.path == KernelPath::Sm90
+          ? fmt::format("ws_n{}s{}", p.tiles.block_n, p.tiles.stages)
+          : fmt::format("m{}n{}w{}s{}", p.tiles.block_m, p.tiles.block_n, p.tiles.warps,
+                        p.tiles.stages);
+  return fmt::format("fa_fwd_qk{}_v{}_{}_{}{}_{}_a{}_{}", s.head_dim_qk, s.head_dim_v,
+                     to_string(s.dtype), s.causal ? "causal" : "full", window, tiles,
+                     p.align_bytes, target);
 }
 
 }  // namespace
@@ -59,14 +65,17 @@ std::string target_for_device(int cc_major, int cc_minor) {
 
 int max_shared_bytes(const std::string& target) { return target_info(target).max_shared; }
 
+const char* to_string(KernelPath path) { return path == KernelPath::Sm90 ? "sm90" : "sm80"; }
+
+bool sm90_serves(const Spec& spec, const std::string& target, int align_bytes) {
+  const bool mask_supported = spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow;
+  return target == "sm_90a" && spec.warp_specialization && spec.arch != Arch::Sm80 &&
+         mask_supported && align_bytes == 16;
+}
+
 Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, const Tiles* tuned) {
   spec.validate();
   target_info(target);
-  if (spec.warp_specialization)
-    throw Error(ErrorKind::Usage,
-                "hopper.warp_specialization: the warp-specialized Hopper (sm90) path is not "
-                "built yet; set it to false to use the sm80 (mma.sync) path, which also runs "
-                "on Hopper");
   if (spec.arch == Arch::Sm90a && target != "sm_90a")
     throw Error(ErrorKind::Usage,
                 fmt::format("the spec asks for arch sm90a but the target is {}", target));
@@ -82,16 +91,30 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
   plan.d_v_pad = dims.d_v_pad;
   plan.dv_splits = dims.dv_splits;
   plan.dv_slice = dims.dv_slice;
-  plan.tiles = !spec.tiles.is_auto() ? spec.tiles : tuned ? *tuned : default_tiles(spec, target);
-  const std::string problem = sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
+  plan.path = sm90_serves(spec, target, align_bytes) ? KernelPath::Sm90 : KernelPath::Sm80;
+  // A warp-specialised spec whose call cannot use TMA runs the sm80 kernel with its own
+  // heuristic tiles: the spec's and the tune DB's tiles are the sm90 kernel's.
+  const bool fallback = plan.path == KernelPath::Sm80 && sm90_serves(spec, target, 16);
+  plan.tiles = fallback                ? sm80_default_tiles(spec, target)
+               : !spec.tiles.is_auto() ? spec.tiles
+               : tuned                 ? *tuned
+                                       : default_tiles(spec, target);
+  const std::string problem =
+      plan.path == KernelPath::Sm90
+          ? sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target)
+          : sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,
                 fmt::format("tiles {{block_m: {}, block_n: {}, warps: {}, stages: {}}} cannot run "
-                            "head dims {}/{} on {}: {}",
+                            "head dims {}/{} with the {} kernel on {}: {}",
                             plan.tiles.block_m, plan.tiles.block_n, plan.tiles.warps,
-                            plan.tiles.stages, spec.head_dim_qk, spec.head_dim_v, target, problem));
+                            plan.tiles.stages, spec.head_dim_qk, spec.head_dim_v,
+                            to_string(plan.path), target, problem));
   plan.threads = plan.tiles.warps * 32;
-  plan.shared_bytes = sm80_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles);
+  plan.shared_bytes =
+      plan.path == KernelPath::Sm90
+          ? sm90_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles)
+          : sm80_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles);
   plan.kernel_name = kernel_name(plan);
   return plan;
 }

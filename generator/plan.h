@@ -15,8 +15,19 @@ std::string target_for_device(int cc_major, int cc_minor);
 // Max dynamic shared memory per CTA on a target (opt-in limit).
 int max_shared_bytes(const std::string& target);
 
+// The kernel a plan generates: the FlashAttention-2 mma.sync kernel (every target) or the
+// warp-specialised TMA + wgmma kernel (sm_90a, 16-byte aligned tensors).
+enum class KernelPath { Sm80, Sm90 };
+const char* to_string(KernelPath path);  // "sm80" | "sm90"
+
+// Does the sm90 kernel serve `spec` on `target` for tensors aligned to `align_bytes`?
+// It needs sm_90a, hopper.warp_specialization and 16-byte rows (TMA's stride rule);
+// `arch: sm80` keeps the mma.sync kernel.
+bool sm90_serves(const Spec& spec, const std::string& target, int align_bytes);
+
 struct Plan {
   Spec spec;
+  KernelPath path = KernelPath::Sm80;
   std::string target;  // "sm_80" ...
   Tiles tiles;         // resolved, never auto
   int d_qk_pad = 0;    // head_dim_qk rounded up to the MMA k granularity (16)
@@ -30,13 +41,18 @@ struct Plan {
 };
 
 // Resolves `spec` for `target`. `align_bytes` comes from the call's pointers and strides
-// (see forward_alignment); tiles come from the spec, else `tuned` (if non-null), else the
-// built-in heuristic. Throws Error(Spec/Usage) if the spec cannot be served on the target.
+// (see forward_alignment) and picks the kernel path (sm90_serves); tiles come from the spec,
+// else `tuned` (if non-null), else the built-in heuristic — except when a warp-specialised
+// spec falls back to the sm80 kernel for misaligned tensors: that variant uses the sm80
+// heuristic. Throws Error(Spec/Usage) if the spec cannot be served on the target.
 Plan make_plan(const Spec& spec, const std::string& target, int align_bytes = 16,
                const Tiles* tuned = nullptr);
 
-// The built-in tile heuristic for the sm80 path.
+// The built-in tile heuristic of the kernel path `spec` takes on `target` for 16-byte
+// aligned tensors.
 Tiles default_tiles(const Spec& spec, const std::string& target);
+// Why `tiles` cannot run `spec` on `target` for 16-byte aligned tensors ("" when they can).
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles);
 
 // Largest of 16/8/4/2 that divides every row start of Q, K, V and O for these arguments.
 int forward_alignment(const ForwardArgs& args);

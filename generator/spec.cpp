@@ -15,7 +15,9 @@ constexpr int kMaxNameLength = 64;
 constexpr int kMmaRows = 16;  // rows of one mma.sync m16n8k16 tile: the unit of block_m/block_n
 constexpr int kMaxBlock = 256;
 constexpr int kMaxStages = 4;
-constexpr std::array kWarpCounts = {1, 2, 4, 8, 16};
+constexpr std::array kWarpCounts = {1, 2, 4, 8, 12, 16};
+constexpr int kWarpSpecializedWarps = 12;  // the sm90 kernel: producer + two consumer warp groups
+constexpr int kWarpGroupRows = 64;         // query rows of one consumer warp group (wgmma M)
 
 struct FieldAllowed {
   std::string_view field;
@@ -39,7 +41,7 @@ constexpr FieldAllowed kAllowed[] = {
     {"tiles", "auto, or a map with all of block_m, block_n, warps, stages"},
     {"tiles.block_m", "a multiple of 16 in 16..256 that is also a multiple of 16*warps"},
     {"tiles.block_n", "a multiple of 16 in 16..256"},
-    {"tiles.warps", "1, 2, 4, 8, 16"},
+    {"tiles.warps", "1, 2, 4, 8, 16 (the sm80 kernel), 12 (the warp-specialised kernel)"},
     {"tiles.stages", "an integer in 1..4"},
 };
 
@@ -115,6 +117,14 @@ std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& t) {
     return problem("tiles.warps", fmt::format("{} is not a supported warp count", t.warps));
   if (t.stages < 1 || t.stages > kMaxStages)
     return problem("tiles.stages", fmt::format("{} is out of range", t.stages));
+  // The warp-specialised kernel: a producer and two consumer warp groups of 64 rows.
+  if (t.warps == kWarpSpecializedWarps) {
+    if (t.block_m != 2 * kWarpGroupRows)
+      return problem("tiles.block_m",
+                     fmt::format("{}: with 12 warps (the warp-specialised kernel) block_m is {}",
+                                 t.block_m, 2 * kWarpGroupRows));
+    return std::nullopt;
+  }
   // Warps split the query rows, and each warp owns whole 16-row MMA tiles.
   if (t.block_m % (kMmaRows * t.warps) != 0)
     return problem("tiles.block_m",

@@ -51,7 +51,7 @@ std::string sm80_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& t,
   return "";
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
   // Preferred first: the best configuration without spills per head-dim range, measured
@@ -78,6 +78,18 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
   throw Error(ErrorKind::Usage,
               fmt::format("no sm80 tile configuration fits head dims {}/{} on {}",
                           spec.head_dim_qk, spec.head_dim_v, target));
+}
+
+Tiles default_tiles(const Spec& spec, const std::string& target) {
+  return sm90_serves(spec, target, 16) ? sm90_default_tiles(spec, target)
+                                       : sm80_default_tiles(spec, target);
+}
+
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles) {
+  const PaddedDims dims = padded_dims(spec);
+  return sm90_serves(spec, target, 16)
+             ? sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target)
+             : sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
 }
 
 }  // namespace flashjit::gen

@@ -1,4 +1,5 @@
-// The sm80 path's shared-memory footprint and its built-in choice of tiles.
+// Each kernel path's shared-memory footprint, tile rules and built-in choice of tiles
+// (tile_heuristic.cpp: sm80, sm90_tiles.cpp: sm90).
 #pragma once
 
 #include <string>
@@ -24,5 +25,19 @@ int sm80_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& tiles);
 // Why `tiles` cannot run the sm80 kernel on `target` ("" when they can).
 std::string sm80_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& tiles,
                                const std::string& target);
+
+Tiles sm80_default_tiles(const Spec& spec, const std::string& target);
+
+// The sm90 kernel: 128 query rows (two consumer warp groups of 64) and 12 warps, always.
+inline constexpr int kSm90BlockM = 128;
+inline constexpr int kSm90Warps = 12;
+// Registers a consumer thread may give to O, S and P: 240 (setmaxnreg) minus what the
+// descriptors, addresses, row statistics and loop state need.
+inline constexpr int kSm90MaxAccumulatorRegisters = 200;
+int sm90_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& tiles);
+int sm90_consumer_registers(int dv_slice, const Tiles& tiles);
+std::string sm90_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& tiles,
+                               const std::string& target);
+Tiles sm90_default_tiles(const Spec& spec, const std::string& target);
 
 }  // namespace flashjit::gen

@@ -34,7 +34,7 @@ struct Driver::Api {
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)              \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventDestroy)          \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
   FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_ENTRY)
 #undef FLASHJIT_DRIVER_ENTRY
 
@@ -166,6 +166,24 @@ void* Driver::get_function(void* module, const std::string& name) {
 void Driver::set_max_dynamic_shared(void* function, int bytes) {
   FLASHJIT_CU(cuFuncSetAttribute, static_cast<CUfunction>(function),
               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
+void Driver::encode_tensor_map(void* map, const TensorMapBox& box) {
+  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap is 128 bytes");
+  cuuint64_t dims[4], strides[3];
+  cuuint32_t box_dims[4], element_strides[4] = {1, 1, 1, 1};
+  for (int i = 0; i < 4; ++i) {
+    dims[i] = box.dims[i];
+    box_dims[i] = box.box[i];
+  }
+  for (int i = 0; i < 3; ++i) strides[i] = box.stride_bytes[i];
+  // 2-byte elements copied bit for bit (fp16 and bf16 alike); boxes past the tensor's end
+  // are zero-filled; the 128-byte swizzle is what the wgmma descriptors expect.
+  FLASHJIT_CU(cuTensorMapEncodeTiled, static_cast<CUtensorMap*>(map),
+              CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(box.base), dims, strides,
+              box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 void Driver::launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned block_x,

@@ -15,6 +15,16 @@ namespace flashjit::rt {
 using DevicePtr = uint64_t;  // CUdeviceptr
 using Stream = void*;        // CUstream; nullptr is the default stream
 
+// A 4-d tensor of 2-byte elements as TMA reads it: dims innermost first, the strides of
+// dims 1..3 in bytes (multiples of 16), and the box one copy moves.
+struct TensorMapBox {
+  const void* base = nullptr;
+  uint64_t dims[4] = {};
+  uint64_t stride_bytes[3] = {};
+  uint32_t box[4] = {};
+};
+constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
+
 class Driver {
  public:
   // The process-wide driver, initialised on first use (dlopen, cuInit, primary context of
@@ -35,6 +45,8 @@ class Driver {
   void unload_module(void* module);
   void* get_function(void* module, const std::string& name);  // CUfunction
   void set_max_dynamic_shared(void* function, int bytes);
+  // cuTensorMapEncodeTiled into `map` (kTensorMapBytes, 64-byte aligned), 128-byte swizzle.
+  void encode_tensor_map(void* map, const TensorMapBox& box);
   void launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned block_x,
               unsigned shared_bytes, Stream stream, void** params);
 

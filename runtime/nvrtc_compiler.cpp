@@ -206,6 +206,17 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& program_
                             "(\"Used N registers\") in its log:\n{}",
                             program_name, target, out.log));
   }
+  // ptxas reports Hopper code it had to degrade (setmaxnreg ignored, wgmma serialised or
+  // fenced by the compiler: C7508, C7510-C7520) only as info lines. The kernels are ours, so
+  // such a line is our bug: refuse the kernel rather than run it at a fraction of its speed.
+  if (const auto at = out.log.find("(C75"); at != std::string::npos) {
+    const auto begin = out.log.rfind('\n', at);
+    const auto end = out.log.find('\n', at);
+    throw Error(ErrorKind::Compile,
+                fmt::format("ptxas degraded {} for {}: {}", program_name, target,
+                            out.log.substr(begin == std::string::npos ? 0 : begin + 1,
+                                           end == std::string::npos ? end : end - begin - 1)));
+  }
   size_t size = 0;
   check(api().cubin_size(program.handle, &size), "nvrtcGetCUBINSize");
   out.cubin.resize(size);

@@ -12,11 +12,11 @@
 #include "autotune/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
-#include "generator/tile_heuristic.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
 #include "runtime/forward_params.h"
 #include "runtime/kernel_compiler.h"
+#include "runtime/tensor_maps.h"
 
 namespace flashjit {
 namespace {
@@ -58,7 +58,10 @@ class JitKernel final : public Kernel {
     const gen::Plan& plan = variant.compiled->plan;
     FwdParams params = rt::make_fwd_params(plan, args);
     const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);
-    void* kernel_params[] = {&params};  // the kernel takes one FwdParams by value
+    // The sm80 kernel takes one FwdParams by value; the sm90 kernel also its tensor maps.
+    rt::ForwardTensorMaps maps;
+    if (plan.path == gen::KernelPath::Sm90) maps = rt::make_tensor_maps(plan, args);
+    void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
     rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
                              geometry.block_x, geometry.shared_bytes, stream, kernel_params);
   }
@@ -94,9 +97,7 @@ class JitKernel final : public Kernel {
       if (found.entry && found.entry->target != target_) {
         why += fmt::format("; tuned for {}, not {}: ignored", found.entry->target, target_);
       } else if (found.entry) {
-        const gen::PaddedDims dims = gen::padded_dims(spec_);
-        const std::string problem =
-            gen::sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, found.entry->tiles, target_);
+        const std::string problem = gen::tiles_problem(spec_, target_, found.entry->tiles);
         from_db = problem.empty();
         if (from_db)
           chosen = found.entry->tiles;

@@ -17,6 +17,7 @@
 #include "common.cuh"
 #include "dtype.cuh"
 #include "fwd_params.cuh"
+#include "softmax.cuh"
 #include "tile_load.cuh"
 
 namespace fj {
@@ -82,17 +83,9 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   const u16* v = static_cast<const u16*>(p.v) + batch * p.v_batch_stride +
                  kv_head * p.v_head_stride + v_col0;
 
-  // The key blocks any row of this block can see: [first_block, end_block). Row i sees keys
-  // up to i + diag (causal) or i + diag + kWindowRight (window), and from i + diag -
-  // kWindowLeft on (window); blocks outside that band are never loaded.
-  int key_end = p.seqlen_k;
-  if (Cfg::kCausal) key_end = min(key_end, m0 + kBM + diag);
-  if (Cfg::kWindow) key_end = min(key_end, m0 + kBM + diag + Cfg::kWindowRight);
-  int key_begin = 0;
-  if (Cfg::kWindow) key_begin = max(0, m0 + diag - Cfg::kWindowLeft);
-  const int first_block = key_begin / kBN;
-  const int end_block = key_end > 0 ? (key_end + kBN - 1) / kBN : 0;
-  const int n_blocks = max(0, end_block - first_block);
+  const KeyBlocks blocks = visible_key_blocks<Cfg>(m0, kBM, kBN, p.seqlen_k, diag);
+  const int first_block = blocks.first;
+  const int n_blocks = blocks.count();
 
   float acc_o[kMT][kOT][4];
   float row_max[kMT][2];  // running max of scale*log2(e)*s; -inf until a key is seen
@@ -178,63 +171,20 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
     // ---- mask: keys past the sequence end, (causal) keys right of the diagonal, (window)
     // keys outside the band. Only blocks that cross one of those edges pay for it.
     const int key0 = (first_block + j) * kBN;
-    const bool needs_mask =
-        key0 + kBN > p.seqlen_k || (Cfg::kCausal && key0 + kBN - 1 > m0 + diag) ||
-        (Cfg::kWindow && (key0 + kBN - 1 > m0 + diag + Cfg::kWindowRight ||
-                          key0 < m0 + kBM - 1 + diag - Cfg::kWindowLeft));
-    if (needs_mask) {
+    if (block_needs_mask<Cfg>(m0, kBM, key0, kBN, p.seqlen_k, diag)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = m0 + warp_row0 + mt * 16 + lane / 4 + half * 8;
-#pragma unroll
-          for (int nt = 0; nt < kST; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = key0 + nt * 8 + (lane % 4) * 2 + e;
-              if (key >= p.seqlen_k || (Cfg::kCausal && key > row + diag) ||
-                  (Cfg::kWindow && (key > row + diag + Cfg::kWindowRight ||
-                                    key < row + diag - Cfg::kWindowLeft)))
-                s[mt][nt][half * 2 + e] = neg_inf();
-            }
-        }
+        mask_scores<Cfg>(s[mt], m0 + warp_row0 + mt * 16 + lane / 4, key0, p.seqlen_k, diag,
+                         lane);
     }
 
     // ---- online softmax: new running max, rescale what was accumulated, P = exp2(...)
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = neg_inf();
-#pragma unroll
-        for (int nt = 0; nt < kST; ++nt)
-          mx = fmaxf(mx, fmaxf(s[mt][nt][half * 2], s[mt][nt][half * 2 + 1]));
-        // The four threads of a quad hold one row between them.
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(row_max[mt][half], mx * p.scale_log2);
-        // A row that has seen no key yet keeps m = -inf; use 0 as its base so that
-        // exp2(-inf - base) = 0 instead of NaN.
-        const float base = m_new == neg_inf() ? 0.f : m_new;
-        const float alpha = exp2_approx(row_max[mt][half] - base);
-        row_max[mt][half] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kST; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pr = exp2_approx(fmaf(s[mt][nt][half * 2 + e], p.scale_log2, -base));
-            s[mt][nt][half * 2 + e] = pr;
-            sum += pr;
-          }
-        row_sum[mt][half] = row_sum[mt][half] * alpha + sum;
-#pragma unroll
-        for (int ot = 0; ot < kOT; ++ot) {
-          acc_o[mt][ot][half * 2] *= alpha;
-          acc_o[mt][ot][half * 2 + 1] *= alpha;
-        }
-      }
+    for (int mt = 0; mt < kMT; ++mt) {
+      float alpha[2];
+      softmax_step(s[mt], row_max[mt], row_sum[mt], p.scale_log2, alpha);
+      rescale_rows(acc_o[mt], alpha);
+    }
 
     // ---- O += P V: the S accumulator of two adjacent n8 tiles is exactly the A fragment
     // of one k16 step, so P never leaves the registers.
@@ -267,36 +217,15 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   // ---- epilogue: O / l to the output type, LSE in natural log.
   u16* o = static_cast<u16*>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
            m0 * p.o_seq_stride + v_col0;
-  constexpr float kLn2 = 0.6931471805599453f;
+  float* lse = split == 0 && p.lse != nullptr
+                   ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q + m0
+                   : nullptr;
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float l = row_sum[mt][half];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv_l = l > 0.f ? 1.f / l : 0.f;  // a row that saw no key writes O = 0
-      const int r = warp_row0 + mt * 16 + lane / 4 + half * 8;
-      if (m0 + r >= p.seqlen_q) continue;
-      u16* o_row = o + r * p.o_seq_stride;
-#pragma unroll
-      for (int ot = 0; ot < kOT; ++ot) {
-        const int col = ot * 8 + (lane % 4) * 2;
-        if (col >= v_cols) continue;
-        const u32 pair = Element::pack(acc_o[mt][ot][half * 2] * inv_l,
-                                       acc_o[mt][ot][half * 2 + 1] * inv_l);
-        if (Cfg::kAlign >= 4 && col + 1 < v_cols) {
-          *reinterpret_cast<u32*>(o_row + col) = pair;
-        } else {
-          o_row[col] = static_cast<u16>(pair & 0xffffu);
-          if (col + 1 < v_cols) o_row[col + 1] = static_cast<u16>(pair >> 16);
-        }
-      }
-      if (split == 0 && p.lse != nullptr && lane % 4 == 0) {
-        const float lse = l > 0.f ? (row_max[mt][half] + log2f(l)) * kLn2 : neg_inf();
-        p.lse[(static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q + m0 + r] = lse;
-      }
-    }
+  for (int mt = 0; mt < kMT; ++mt) {
+    const int r = warp_row0 + mt * 16;
+    store_rows<Cfg>(acc_o[mt], row_max[mt], row_sum[mt], o + r * p.o_seq_stride,
+                    p.o_seq_stride, m0 + r, p.seqlen_q, v_cols, lse ? lse + r : nullptr, lane);
+  }
 }
 
 }  // namespace fj

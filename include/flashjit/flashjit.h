@@ -69,7 +69,10 @@ struct Spec {
   int window_left = 0;   // mask: {sliding_window: {left, right}}; 0 otherwise
   int window_right = 0;  // 0 with causal (causal already hides every key right of d)
   Arch arch = Arch::Auto;
-  bool warp_specialization = false;  // hopper.warp_specialization
+  // hopper.warp_specialization: on sm_90a, the warp-specialised TMA + wgmma kernel (for
+  // 16-byte aligned tensors; other calls run the sm80 kernel); false keeps the sm80 kernel.
+  // Other targets always run the sm80 kernel.
+  bool warp_specialization = true;
   Tiles tiles;                       // auto unless given
 
   // Parse YAML text; `source` names the text in error messages (a path, or "<string>").

@@ -44,8 +44,8 @@ TEST_CASE("autotune: the spec hash covers semantic fields, not the name or the t
   CHECK(differs([](Spec& s) { s.dtype = DType::F16; }));
   CHECK(differs([](Spec& s) { s.causal = true; }));
   CHECK(differs([](Spec& s) { s.arch = Arch::Sm80; }));
-  CHECK(differs([](Spec& s) { s.warp_specialization = true; }));
-  CHECK(spec_summary(a) == "bf16 qk128 v128 full");
+  CHECK(differs([](Spec& s) { s.warp_specialization = false; }));
+  CHECK(spec_summary(a) == "bf16 qk128 v128 full ws");
 }
 
 TEST_CASE("autotune: the GPU identity includes the NVRTC version and compares every field") {

@@ -10,11 +10,19 @@
 namespace flashjit::tune {
 namespace {
 
+// The sm80 kernel's space (warp specialisation off, so sm_90a plans it too).
 Spec spec_of(int dqk, int dv) {
   Spec s;
   s.name = "t";
   s.head_dim_qk = dqk;
   s.head_dim_v = dv;
+  s.warp_specialization = false;
+  return s;
+}
+
+Spec ws_spec_of(int dqk, int dv) {
+  Spec s = spec_of(dqk, dv);
+  s.warp_specialization = true;
   return s;
 }
 
@@ -25,8 +33,8 @@ bool contains(const std::vector<Tiles>& list, const Tiles& t) {
 }  // namespace
 
 TEST_CASE("autotune: the heuristic's tiles come first and are never pruned") {
-  for (int d : {8, 64, 100, 128, 192, 256, 512}) {
-    const Spec s = spec_of(d, d);
+  for (int d : {8, 64, 100, 128, 192, 256, 512})
+  for (const Spec& s : {spec_of(d, d), ws_spec_of(d, d)}) {
     const CandidateSpace space = candidate_space(s, "sm_90a");
     REQUIRE_FALSE(space.candidates.empty());
     CHECK(space.candidates.front() == gen::default_tiles(s, "sm_90a"));
@@ -96,10 +104,26 @@ TEST_CASE("autotune: specs the tuner cannot serve are refused with the reason") 
   Spec fixed = spec_of(64, 64);
   fixed.tiles = Tiles{64, 64, 4, 2};
   CHECK_THROWS_WITH_AS(candidate_space(fixed, "sm_90a"), doctest::Contains("fixes its tiles"), Error);
-  Spec ws = spec_of(128, 128);
-  ws.warp_specialization = true;
-  CHECK_THROWS_WITH_AS(candidate_space(ws, "sm_90a"), doctest::Contains("warp-specialized"), Error);
   CHECK_THROWS_AS(candidate_space(spec_of(64, 64), "sm_75"), Error);
+}
+
+TEST_CASE("autotune: the warp-specialised kernel tunes its key block and ring depth") {
+  for (auto [dqk, dv] : {std::pair{64, 64}, {128, 128}, {192, 128}, {256, 256}, {512, 512}}) {
+    const Spec s = ws_spec_of(dqk, dv);
+    const gen::PaddedDims dims = gen::padded_dims(s);
+    const CandidateSpace space = candidate_space(s, "sm_90a");
+    CHECK(space.candidates.size() <= 20);
+    for (const Tiles& t : space.candidates) {
+      CAPTURE(tiles_label(t));
+      CHECK(t.block_m == gen::kSm90BlockM);
+      CHECK(t.warps == gen::kSm90Warps);
+      CHECK(gen::sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, "sm_90a") == "");
+    }
+  }
+  const CandidateSpace d128 = candidate_space(ws_spec_of(128, 128), "sm_90a");
+  CHECK(contains(d128.candidates, Tiles{128, 176, 12, 2}));  // FlashAttention-3's d128 block
+  // On other targets the same spec tunes the sm80 kernel.
+  CHECK(candidate_space(ws_spec_of(128, 128), "sm_80").candidates.front().warps != 12);
 }
 
 TEST_CASE("autotune: tiles labels follow the kernel names") {

@@ -102,11 +102,13 @@ TEST_CASE("spec: defaults") {
   CHECK_FALSE(spec.causal);
   CHECK(spec.mask == MaskKind::None);
   CHECK(spec.arch == Arch::Auto);
-  CHECK_FALSE(spec.warp_specialization);
+  CHECK(spec.warp_specialization);  // the Hopper kernel wherever it can run
   CHECK(spec.tiles == Tiles{});
   CHECK(Spec::from_yaml("head_dim: 100\ncausal: true\ndtype: fp16\n").name ==
         "qk100_v100_fp16_causal");
-  CHECK(Spec::from_yaml("{head_dim: 8, hopper: {}}").warp_specialization == false);
+  CHECK(Spec::from_yaml("{head_dim: 8, hopper: {}}").warp_specialization == true);
+  CHECK(Spec::from_yaml("{head_dim: 8, hopper: {warp_specialization: false}}").warp_specialization ==
+        false);
 }
 
 TEST_CASE("spec: head_dim_qk and head_dim_v are independent") {
@@ -383,7 +385,7 @@ TEST_CASE("spec: to_yaml prints every field resolved and round-trips") {
   for (const char* line :
        {"name: qk100_v100_bf16_causal\n", "head_dim_qk: 100\n", "head_dim_v: 100\n",
         "dtype: bf16\n", "causal: true\n", "mask: none\n", "arch: auto\n",
-        "hopper: {warp_specialization: false}\n", "tiles: auto\n"})
+        "hopper: {warp_specialization: true}\n", "tiles: auto\n"})
     CHECK_MESSAGE(text.find(line) != std::string::npos, text);
 
   Spec full;
@@ -413,7 +415,7 @@ TEST_CASE("spec: every shipped config parses, is named after its file, and round
     CHECK(spec.name == stem);
     CHECK(spec.tiles.is_auto());
     CHECK(spec.arch == Arch::Auto);
-    CHECK_FALSE(spec.warp_specialization);
+    CHECK(spec.warp_specialization);
     check_same(Spec::from_yaml(spec.to_yaml()), spec);
     stems.push_back(stem);
   }

@@ -1,0 +1,69 @@
+// The sm90 (warp-specialised) kernel's shared-memory footprint, its tile rules and its
+// built-in choice of tiles. Mirrors Sm90FwdLayout in templates/fwd_sm90.cuh; the emitted
+// source static_asserts that both agree on the shared memory.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "generator/plan.h"
+#include "generator/tile_heuristic.h"
+
+namespace flashjit::gen {
+
+namespace {
+
+constexpr int kPanelRowBytes = 128;  // a 64-column panel row: TMA's 128-byte swizzle span
+
+int panels(int cols) { return (cols + 63) / 64; }
+
+}  // namespace
+
+int sm90_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& t) {
+  const int q = panels(d_qk_pad) * t.block_m * kPanelRowBytes;
+  const int kv = (panels(d_qk_pad) + panels(dv_slice)) * t.block_n * kPanelRowBytes;
+  const int barriers = 8 * (1 + 3 * t.stages);
+  return q + t.stages * kv + barriers + 1024;  // + the slack that aligns the tiles to 1024
+}
+
+int sm90_consumer_registers(int dv_slice, const Tiles& t) {
+  // fp32 O (dv/2) and S (block_n/2), and P packed to 16 bits (block_n/4), a thread.
+  return dv_slice / 2 + t.block_n / 2 + t.block_n / 4;
+}
+
+std::string sm90_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& t,
+                               const std::string& target) {
+  if (t.block_m != kSm90BlockM || t.warps != kSm90Warps)
+    return fmt::format("the warp-specialised kernel runs block_m {} with {} warps (a producer "
+                       "and two consumer warp groups), not block_m {} with {}",
+                       kSm90BlockM, kSm90Warps, t.block_m, t.warps);
+  if (t.block_n < 16 || t.block_n > 256 || t.block_n % 16 != 0)
+    return fmt::format("block_n {} must be a multiple of 16 from 16 to 256 (the wgmma N of S)",
+                       t.block_n);
+  if (t.stages < 2) return fmt::format("stages {}: the K/V ring needs at least 2", t.stages);
+  const int bytes = sm90_shared_bytes(d_qk_pad, dv_slice, t);
+  if (bytes > max_shared_bytes(target))
+    return fmt::format("they need {} bytes of shared memory; {} allows {}", bytes, target,
+                       max_shared_bytes(target));
+  if (sm90_consumer_registers(dv_slice, t) > kSm90MaxAccumulatorRegisters)
+    return fmt::format("O, S and P take {} registers a consumer thread (more than {} spills)",
+                       sm90_consumer_registers(dv_slice, t), kSm90MaxAccumulatorRegisters);
+  return "";
+}
+
+Tiles sm90_default_tiles(const Spec& spec, const std::string& target) {
+  const PaddedDims dims = padded_dims(spec);
+  const int d = std::max(dims.d_qk_pad, dims.dv_slice);
+  // FlashAttention-3's choices for its head dims: the widest key block whose O, S and P
+  // fit the 240 registers of a consumer and whose ring fits shared memory.
+  const int preferred_n = d <= 128 ? 128 : d <= 192 ? 112 : d <= 256 ? 80 : 64;
+  const int stages = d <= 64 ? 3 : 2;
+  for (int block_n = preferred_n; block_n >= 16; block_n -= 16) {
+    const Tiles t{kSm90BlockM, block_n, kSm90Warps, stages};
+    if (sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
+  }
+  throw Error(ErrorKind::Usage,
+              fmt::format("no sm90 tile configuration fits head dims {}/{} on {}",
+                          spec.head_dim_qk, spec.head_dim_v, target));
+}
+
+}  // namespace flashjit::gen

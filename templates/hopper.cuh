@@ -1,0 +1,115 @@
+// Hopper (sm_90a) building blocks as inline PTX: mbarriers, TMA bulk tensor copies, the
+// proxy fence, named barriers, register reallocation and the wgmma fence/commit/wait and
+// shared-memory descriptors. The wgmma instructions themselves (one per N the kernel uses)
+// are generated into the program by generator/wgmma_emit.cpp as specialisations of Wgmma<N>.
+#pragma once
+
+#include "common.cuh"
+
+typedef unsigned long long u64;
+
+namespace fj {
+
+// A CUtensorMap as the kernel sees it: 128 opaque bytes, 64-byte aligned, passed as a
+// __grid_constant__ parameter (the runtime encodes it with cuTensorMapEncodeTiled).
+struct alignas(64) TmaDesc {
+  u64 opaque[16];
+};
+
+// ---------------------------------------------------------------- mbarrier
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (TMA) before first use.
+__device__ __forceinline__ void mbar_fence_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// The producer's arrival that also announces how many bytes the TMA copies will deliver.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Spins until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "fj_wait:\n"  // labels are local to the { } scope, so every inlined copy may reuse it
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra fj_wait;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// ---------------------------------------------------------------- TMA
+// A 4-d box {c0 (innermost), c1, c2, c3} of `map` into shared memory at dst; completion is
+// counted in bytes on `bar`. Rows outside the tensor arrive as zeros.
+__device__ __forceinline__ void tma_load_4d(u32 dst, const TmaDesc* map, int c0, int c1, int c2,
+                                            int c3, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_descriptor(const TmaDesc* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+// ---------------------------------------------------------------- warp groups
+// Named barrier `id` over `threads` threads (id 0 belongs to __syncthreads).
+__device__ __forceinline__ void named_sync(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(u32 id, u32 threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+template <int REGS>
+__device__ __forceinline__ void regs_release() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void regs_claim() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+
+// ---------------------------------------------------------------- wgmma
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+// Waits until at most N committed wgmma groups of this warp group are in flight.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Shared-memory matrix descriptor for a tile in the 128-byte swizzled layout TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B: start address >> 4 (bits 0-13), leading byte offset >> 4
+// (16-29), stride byte offset >> 4 (32-45), swizzle mode 1 = 128B (bits 62-63). Tiles are
+// 1024-byte aligned, so the base offset (bits 49-51) is 0.
+//   K-major (Q, K): rows of 64 elements; SBO = 1024 (8 rows); LBO unused.
+//   MN-major (V):   LBO = bytes between 64-column panels; SBO = 1024 (8 keys).
+__host__ __device__ constexpr u64 smem_desc_sw128(u32 addr, u32 lbo, u32 sbo) {
+  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<u64>((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+// The descriptor of a tile `bytes` further on (bytes < 2^18: the address field does not
+// carry). Volatile, so that loop-invariant descriptors are rebuilt where they are used
+// rather than hoisted into registers for the whole loop.
+__device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) {
+  u64 out;
+  asm volatile("add.s64 %0, %1, %2;" : "=l"(out) : "l"(desc), "l"(static_cast<u64>(bytes >> 4)));
+  return out;
+}
+
+// D (64 x N fp32, N/2 registers a thread) from A and B; specialised per N by the generator:
+//   ss(d, desc_a, desc_b, accumulate)  A and B K-major in shared memory
+//   rs(d, a[4], desc_b, accumulate)    A from registers, B MN-major in shared memory
+template <int N>
+struct Wgmma;
+
+}  // namespace fj

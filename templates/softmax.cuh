@@ -1,0 +1,142 @@
+// The per-row work both kernels share, on one 16-row accumulator tile as mma.sync and wgmma
+// both leave it: a thread holds rows lane/4 ("half" 0) and lane/4 + 8 (half 1), columns
+// 8j + 2 (lane % 4) + {0, 1} of every n8 tile j, in acc[j][2 * half + {0, 1}]. The four
+// threads of a quad hold one row between them.
+#pragma once
+
+#include "common.cuh"
+
+namespace fj {
+
+// The key blocks [first, end) that any of `rows` query rows from row0 can see: row i sees
+// keys up to i + diag (causal) or i + diag + kWindowRight (window), and from i + diag -
+// kWindowLeft on (window). Blocks outside that band are never loaded.
+struct KeyBlocks {
+  int first, end;
+  __device__ int count() const { return end > first ? end - first : 0; }
+};
+template <class Cfg>
+__device__ __forceinline__ KeyBlocks visible_key_blocks(int row0, int rows, int block_n,
+                                                        int seqlen_k, int diag) {
+  int key_end = seqlen_k;
+  if (Cfg::kCausal) key_end = min(key_end, row0 + rows + diag);
+  if (Cfg::kWindow) key_end = min(key_end, row0 + rows + diag + Cfg::kWindowRight);
+  const int key_begin = Cfg::kWindow ? max(0, row0 + diag - Cfg::kWindowLeft) : 0;
+  return {key_begin / block_n, key_end > 0 ? (key_end + block_n - 1) / block_n : 0};
+}
+
+// -inf for the scores of keys a row must not see: past the sequence end, right of the
+// (bottom-right aligned) diagonal under causal masking, outside the sliding-window band.
+// `row` is the query row of half 0, `key0` the key of column 0, `diag` = seqlen_k - seqlen_q.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int key0,
+                                            int seqlen_k, int diag, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + half * 8;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + j * 8 + (lane % 4) * 2 + e;
+        if (key >= seqlen_k || (Cfg::kCausal && key > r + diag) ||
+            (Cfg::kWindow && (key > r + diag + Cfg::kWindowRight ||
+                              key < r + diag - Cfg::kWindowLeft)))
+          s[j][half * 2 + e] = neg_inf();
+      }
+  }
+}
+
+// Does any of `rows` query rows from `row0` see a masked key in the block [key0, key0 +
+// block_n)? Blocks inside the band skip mask_scores altogether.
+template <class Cfg>
+__device__ __forceinline__ bool block_needs_mask(int row0, int rows, int key0, int block_n,
+                                                 int seqlen_k, int diag) {
+  return key0 + block_n > seqlen_k || (Cfg::kCausal && key0 + block_n - 1 > row0 + diag) ||
+         (Cfg::kWindow && (key0 + block_n - 1 > row0 + diag + Cfg::kWindowRight ||
+                           key0 < row0 + rows - 1 + diag - Cfg::kWindowLeft));
+}
+
+// One step of the online softmax in the exp2 domain: raises the running max by this block's
+// scores, turns the scores into P = exp2(scale_log2 * s - max) in place, adds P's row sums
+// (this thread's share) to row_sum and returns in alpha the factor the O accumulated so far
+// must be multiplied by.
+template <int kTiles>
+__device__ __forceinline__ void softmax_step(float (&s)[kTiles][4], float (&row_max)[2],
+                                             float (&row_sum)[2], float scale_log2,
+                                             float (&alpha)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float mx = neg_inf();
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][half * 2], s[j][half * 2 + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(row_max[half], mx * scale_log2);
+    // A row that has seen no key yet keeps m = -inf; use 0 as its base so that
+    // exp2(-inf - base) = 0 instead of NaN.
+    const float base = m_new == neg_inf() ? 0.f : m_new;
+    alpha[half] = exp2_approx(row_max[half] - base);
+    row_max[half] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pr = exp2_approx(fmaf(s[j][half * 2 + e], scale_log2, -base));
+        s[j][half * 2 + e] = pr;
+        sum += pr;
+      }
+    row_sum[half] = row_sum[half] * alpha[half] + sum;
+  }
+}
+
+template <int kTiles>
+__device__ __forceinline__ void rescale_rows(float (&o)[kTiles][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    o[j][0] *= alpha[0];
+    o[j][1] *= alpha[0];
+    o[j][2] *= alpha[1];
+    o[j][3] *= alpha[1];
+  }
+}
+
+// O / l to the output type and LSE = ln(sum exp(scale * s)). `o_rows` points at row 0 of
+// this 16-row tile's output (already offset to the first V column of the slice), `row` is
+// the tile's first row within the sequence, `v_cols` the valid columns from there.
+// A row that saw no key writes O = 0 and LSE = -inf.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const float (&row_max)[2],
+                                           const float (&row_sum)[2], u16* o_rows,
+                                           long long o_seq_stride, int row, int seqlen_q,
+                                           int v_cols, float* lse_rows, int lane) {
+  using Element = typename Cfg::Element;
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = row_sum[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv_l = l > 0.f ? 1.f / l : 0.f;
+    const int r = lane / 4 + half * 8;
+    if (row + r >= seqlen_q) continue;
+    u16* o_row = o_rows + r * o_seq_stride;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int col = j * 8 + (lane % 4) * 2;
+      if (col >= v_cols) continue;
+      const u32 pair = Element::pack(o[j][half * 2] * inv_l, o[j][half * 2 + 1] * inv_l);
+      if (Cfg::kAlign >= 4 && col + 1 < v_cols) {
+        *reinterpret_cast<u32*>(o_row + col) = pair;
+      } else {
+        o_row[col] = static_cast<u16>(pair & 0xffffu);
+        if (col + 1 < v_cols) o_row[col + 1] = static_cast<u16>(pair >> 16);
+      }
+    }
+    if (lse_rows != nullptr && lane % 4 == 0)
+      lse_rows[r] = l > 0.f ? (row_max[half] + log2f(l)) * kLn2 : neg_inf();
+  }
+}
+
+}  // namespace fj

@@ -1,0 +1,96 @@
+// Which kernel a plan generates: the warp-specialised sm90 kernel on sm_90a for 16-byte
+// aligned tensors, the sm80 kernel everywhere else, and what each path's plan holds.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "generator/plan.h"
+#include "generator/tile_heuristic.h"
+#include "generator/wgmma_emit.h"
+
+namespace flashjit::gen {
+namespace {
+
+Spec spec_of(int dqk, int dv) {
+  Spec s;
+  s.name = "t";
+  s.head_dim_qk = dqk;
+  s.head_dim_v = dv;
+  return s;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("plan: sm_90a with 16-byte aligned tensors runs the warp-specialised kernel") {
+  const Plan p = make_plan(spec_of(128, 128), "sm_90a", 16);
+  CHECK(p.path == KernelPath::Sm90);
+  CHECK(p.tiles.block_m == kSm90BlockM);
+  CHECK(p.tiles.warps == kSm90Warps);
+  CHECK(p.threads == 384);
+  CHECK(p.shared_bytes == sm90_shared_bytes(128, 128, p.tiles));
+  CHECK(p.kernel_name == "fa_fwd_qk128_v128_bf16_full_ws_n128s2_a16_sm90a");
+}
+
+TEST_CASE("plan: the sm80 kernel serves other targets, misaligned calls and arch: sm80") {
+  const Spec s = spec_of(128, 128);
+  CHECK(make_plan(s, "sm_80", 16).path == KernelPath::Sm80);
+  CHECK(make_plan(s, "sm_89", 16).path == KernelPath::Sm80);
+  // TMA needs 16-byte rows: an 8-byte aligned call falls back, with the sm80 heuristic's
+  // tiles even when the spec fixes (sm90) tiles.
+  Spec fixed = s;
+  fixed.tiles = Tiles{128, 176, 12, 2};
+  const Plan fallback = make_plan(fixed, "sm_90a", 8);
+  CHECK(fallback.path == KernelPath::Sm80);
+  CHECK(fallback.tiles == sm80_default_tiles(s, "sm_90a"));
+  CHECK(make_plan(fixed, "sm_90a", 16).tiles == fixed.tiles);
+  Spec off = s;
+  off.warp_specialization = false;
+  CHECK(make_plan(off, "sm_90a", 16).path == KernelPath::Sm80);
+  Spec sm80 = s;
+  sm80.arch = Arch::Sm80;
+  CHECK(make_plan(sm80, "sm_90a", 16).path == KernelPath::Sm80);
+}
+
+TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {
+  for (int dqk : {1, 8, 40, 64, 72, 100, 128, 136, 192, 200, 256, 320, 384, 512})
+    for (int dv : {dqk, 64, 256}) {
+      CAPTURE(dqk);
+      CAPTURE(dv);
+      const Plan p = make_plan(spec_of(dqk, dv), "sm_90a", 16);
+      CHECK(p.path == KernelPath::Sm90);
+      CHECK(sm90_tiles_problem(p.d_qk_pad, p.dv_slice, p.tiles, "sm_90a") == "");
+      CHECK(p.shared_bytes <= max_shared_bytes("sm_90a"));
+    }
+}
+
+TEST_CASE("plan: sm90 tiles are checked with reasons") {
+  CHECK(sm90_tiles_problem(128, 128, Tiles{64, 128, 4, 2}, "sm_90a").find("block_m 128") !=
+        std::string::npos);
+  CHECK(sm90_tiles_problem(128, 128, Tiles{128, 120, 12, 2}, "sm_90a").find("multiple of 16") !=
+        std::string::npos);
+  CHECK(sm90_tiles_problem(256, 256, Tiles{128, 128, 12, 2}, "sm_90a").find("shared memory") !=
+        std::string::npos);
+  CHECK(sm90_tiles_problem(256, 256, Tiles{128, 112, 12, 1}, "sm_90a").find("at least 2") !=
+        std::string::npos);
+  CHECK(sm90_tiles_problem(256, 256, Tiles{128, 144, 12, 2}, "sm_90a") != "");
+}
+
+TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {
+  const std::string bf16 = emit_wgmma(DType::BF16, 128);
+  CHECK(bf16.find("struct Wgmma<128>") != std::string::npos);
+  CHECK(count(bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 2);
+  CHECK(count(bf16, "\"+f\"(d[") == 2 * 64);
+  CHECK(bf16.find("%64, %65, acc, 1, 1, 0, 0;") != std::string::npos);           // ss
+  CHECK(bf16.find("{%64, %65, %66, %67}, %68, acc, 1, 1, 1;") != std::string::npos);  // rs
+  CHECK(emit_wgmma(DType::F16, 8).find("m64n8k16.f32.f16.f16") != std::string::npos);
+  CHECK_THROWS_AS(emit_wgmma(DType::BF16, 12), Error);
+  CHECK_THROWS_AS(emit_wgmma(DType::BF16, 264), Error);
+}
+
+}  // namespace flashjit::gen
