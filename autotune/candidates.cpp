@@ -25,6 +25,12 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
                 fmt::format("spec {}: the warp-specialized sm90 path is not built yet, so it "
                             "has no knobs to tune; set hopper.warp_specialization: false",
                             spec.name));
+  if (spec.mask == MaskKind::BlockSparse)
+    throw Error(ErrorKind::Usage,
+                fmt::format("spec {}: a block_sparse kernel's speed depends on the run-time "
+                            "layout it is given, which tuning does not know; give it tiles "
+                            "(they must divide block_q / block_k) or leave them to the heuristic",
+                            spec.name));
   if (!gen::is_known_target(target))
     throw Error(ErrorKind::Usage, fmt::format("unknown target '{}'", target));
 
@@ -39,6 +45,7 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
   const auto consider = [&](const Tiles& t) {
     if (t == heuristic) return;
     std::string reason = gen::sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target);
+    if (reason.empty()) reason = gen::mask_tiles_problem(spec, t);
     if (reason.empty() && accumulator_registers(dims.dv_slice, t) > kMaxAccumulatorRegisters)
       reason = fmt::format("{} fp32 accumulator registers a thread (more than {} spills)",
                            accumulator_registers(dims.dv_slice, t), kMaxAccumulatorRegisters);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "generator/spec_rules.h"
 #include "generator/tile_heuristic.h"
 
 namespace flashjit::gen {
@@ -31,7 +32,7 @@ std::string kernel_name(const Plan& p) {
   target.erase(target.find('_'), 1);  // sm_90a -> sm90a
   const std::string window = s.mask == MaskKind::SlidingWindow
                                  ? fmt::format("_w{}_{}", s.window_left, s.window_right)
-                                 : "";
+                                 : mask_label(s);
   return fmt::format("fa_fwd_qk{}_v{}_{}_{}{}_m{}n{}w{}s{}_a{}_{}", s.head_dim_qk, s.head_dim_v,
                      to_string(s.dtype), s.causal ? "causal" : "full", window, p.tiles.block_m,
                      p.tiles.block_n, p.tiles.warps, p.tiles.stages, p.align_bytes, target);
@@ -83,7 +84,8 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
   plan.dv_splits = dims.dv_splits;
   plan.dv_slice = dims.dv_slice;
   plan.tiles = !spec.tiles.is_auto() ? spec.tiles : tuned ? *tuned : default_tiles(spec, target);
-  const std::string problem = sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
+  std::string problem = sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
+  if (problem.empty()) problem = mask_tiles_problem(spec, plan.tiles);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,
                 fmt::format("tiles {{block_m: {}, block_n: {}, warps: {}, stages: {}}} cannot run "
@@ -93,6 +95,12 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
   plan.threads = plan.tiles.warps * 32;
   plan.shared_bytes = sm80_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles);
   plan.kernel_name = kernel_name(plan);
+  return plan;
+}
+
+Plan varlen_variant(Plan plan) {
+  plan.varlen = true;
+  plan.kernel_name += "_varlen";
   return plan;
 }
 
