@@ -24,6 +24,16 @@ const std::vector<std::pair<int, int>>& head_dims() {
   return dims;
 }
 
+// The specs of the grid whose head dims are (dqk, dv).
+std::vector<Spec> specs_with(int dqk, int dv) {
+  std::vector<Spec> out;
+  for (const Spec& spec : grid_specs())
+    if (spec.head_dim_qk == dqk && spec.head_dim_v == dv) out.push_back(spec);
+  return out;
+}
+
+}  // namespace
+
 Spec make_spec(int dqk, int dv, DType dtype, bool causal) {
   Spec spec;
   spec.name = fmt::format("grid_qk{}_v{}_{}{}", dqk, dv, to_string(dtype), causal ? "_causal" : "");
@@ -36,8 +46,7 @@ Spec make_spec(int dqk, int dv, DType dtype, bool causal) {
   return spec;
 }
 
-Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
-            Layout layout = Layout::Contiguous) {
+Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, Layout layout) {
   Shape s;
   s.batch = batch;
   s.heads_q = heads_q;
@@ -47,16 +56,6 @@ Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
   s.layout = layout;
   return s;
 }
-
-// The specs of the grid whose head dims are (dqk, dv).
-std::vector<Spec> specs_with(int dqk, int dv) {
-  std::vector<Spec> out;
-  for (const Spec& spec : grid_specs())
-    if (spec.head_dim_qk == dqk && spec.head_dim_v == dv) out.push_back(spec);
-  return out;
-}
-
-}  // namespace
 
 std::vector<Spec> grid_specs() {
   std::vector<Spec> specs;

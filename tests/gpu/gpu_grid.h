@@ -16,6 +16,12 @@ struct GridCase {
   verify::Shape shape;
 };
 
+// A spec named grid_qk<dqk>_v<dv>_<dtype>[_causal], validated, and a shape: the case lists'
+// building blocks.
+Spec make_spec(int dqk, int dv, DType dtype, bool causal);
+verify::Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                    verify::Layout layout = verify::Layout::Contiguous);
+
 // Two specs per head-dim pair: one causal, one not, with opposite dtypes (alternating
 // between pairs), so each dim sees both dtypes and both mask modes across the grid.
 std::vector<Spec> grid_specs();

@@ -15,13 +15,10 @@ namespace {
 
 using verify::Shape;
 
+// A grid spec under another name.
 Spec base_spec(const std::string& name, int dqk, int dv, DType dtype, bool causal) {
-  Spec spec;
+  Spec spec = make_spec(dqk, dv, dtype, causal);
   spec.name = name;
-  spec.head_dim_qk = dqk;
-  spec.head_dim_v = dv;
-  spec.dtype = dtype;
-  spec.causal = causal;
   return spec;
 }
 
@@ -56,16 +53,6 @@ Spec pattern_spec(int d, DType dtype, bool causal, PatternParams p) {
                           p.global, p.block);
   spec.validate();
   return spec;
-}
-
-Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k) {
-  Shape s;
-  s.batch = batch;
-  s.heads_q = heads_q;
-  s.heads_kv = heads_kv;
-  s.seqlen_q = seqlen_q;
-  s.seqlen_k = seqlen_k;
-  return s;
 }
 
 int blocks(int n, int block) { return (n + block - 1) / block; }
