@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune/candidates.h"
 #include "flashjit/flashjit.h"
 #include "generator/emit.h"
 #include "generator/plan.h"
@@ -98,6 +99,22 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
             .find("block_m 128 does not divide the mask's block_q 64") != std::string::npos);
   CHECK(gen::mask_tiles_problem(sparse_spec(128, 96), Tiles{128, 64, 4, 2}) ==
         "block_n 64 does not divide the mask's block_k 96");
+}
+
+TEST_CASE("autotune: block_sparse specs are refused; pattern candidates fit the blocks") {
+  CHECK(error_of([] { tune::candidate_space(sparse_spec(128, 128), "sm_90a"); }, ErrorKind::Usage)
+            .find("a block_sparse kernel's speed depends on the run-time layout") !=
+        std::string::npos);
+  const tune::CandidateSpace space = tune::candidate_space(
+      spec_from("head_dim: 64\nmask: {pattern: {kind: local, block: 64, blocks: 2}}\n"), "sm_90a");
+  REQUIRE_FALSE(space.candidates.empty());
+  for (const Tiles& t : space.candidates) {
+    CHECK(64 % t.block_m == 0);
+    CHECK(64 % t.block_n == 0);
+  }
+  CHECK(std::any_of(space.pruned.begin(), space.pruned.end(), [](const auto& p) {
+    return p.reason.find("does not divide the mask's block") != std::string::npos;
+  }));
 }
 
 TEST_CASE("plan and emit: kernel names and constants of block masks and varlen") {
