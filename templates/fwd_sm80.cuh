@@ -136,7 +136,7 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   const int k_start = varlen ? p.cu_seqlens_k[batch] : 0;
   const int seqlen_q = varlen ? p.cu_seqlens_q[batch + 1] - q_start : p.seqlen_q;
   const int seqlen_k = varlen ? p.cu_seqlens_k[batch + 1] - k_start : p.seqlen_k;
-  if (m0 >= seqlen_q) return;  // the whole CTA: no barrier is left waiting
+  if (varlen && m0 >= seqlen_q) return;  // the whole CTA: no barrier is left waiting
   // Bottom-right causal alignment: row i sees key j iff j <= i + diag.
   const int diag = seqlen_k - seqlen_q;
 
