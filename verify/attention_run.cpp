@@ -200,6 +200,9 @@ AttentionProblem problem_of(const Spec& spec, const Shape& shape) {
     if (spec.mask == MaskKind::Pattern) {
       p.block_visible = pattern_block_matrix(spec, p.q_blocks, p.k_blocks);
     } else {
+      if (shape.block_visible.empty())
+        throw Error(ErrorKind::Shape, fmt::format("spec {} is block_sparse: the shape needs its "
+                                                  "block_visible layout", spec.name));
       p.block_batch = shape.layout_batch;
       p.block_heads = shape.layout_heads;
       p.block_visible = shape.block_visible;
