@@ -70,6 +70,12 @@ void check_same(const Spec& a, const Spec& b) {
   CHECK(a.arch == b.arch);
   CHECK(a.warp_specialization == b.warp_specialization);
   CHECK(a.tiles == b.tiles);
+  CHECK(a.block_q == b.block_q);
+  CHECK(a.block_k == b.block_k);
+  CHECK(a.pattern == b.pattern);
+  CHECK(a.pattern_window == b.pattern_window);
+  CHECK(a.pattern_stride == b.pattern_stride);
+  CHECK(a.pattern_global == b.pattern_global);
 }
 
 }  // namespace
