@@ -134,7 +134,8 @@ def run_mask_shape(torch, timing, reference, fj, runtime, flex, shape: grid_lib.
     if flex is not None:
         try:
             block_mask = _flex_block_mask(torch, shape, counts, indices)
-            qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+            # Flex takes [batch, heads, seqlen, dim]: contiguous copies, made outside timing.
+            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
             out = {}
 
             def flex_call():
