@@ -30,11 +30,11 @@ std::string kernel_name(const Plan& p) {
   const Spec& s = p.spec;
   std::string target = p.target;
   target.erase(target.find('_'), 1);  // sm_90a -> sm90a
-  const std::string window = s.mask == MaskKind::SlidingWindow
-                                 ? fmt::format("_w{}_{}", s.window_left, s.window_right)
-                                 : mask_label(s);
+  const std::string mask = s.mask == MaskKind::SlidingWindow
+                               ? fmt::format("_w{}_{}", s.window_left, s.window_right)
+                               : mask_label(s);
   return fmt::format("fa_fwd_qk{}_v{}_{}_{}{}_m{}n{}w{}s{}_a{}_{}", s.head_dim_qk, s.head_dim_v,
-                     to_string(s.dtype), s.causal ? "causal" : "full", window, p.tiles.block_m,
+                     to_string(s.dtype), s.causal ? "causal" : "full", mask, p.tiles.block_m,
                      p.tiles.block_n, p.tiles.warps, p.tiles.stages, p.align_bytes, target);
 }
 

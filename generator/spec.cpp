@@ -142,7 +142,7 @@ std::optional<SpecProblem> block_mask_problem(const Spec& spec) {
   const bool strided = spec.pattern == PatternKind::Strided;
   const bool global_local = spec.pattern == PatternKind::GlobalLocal;
   if (strided && spec.pattern_window != 0)
-    return problem("mask.pattern.stride", "a strided pattern has no window (pattern_window is set)");
+    return problem("mask.pattern.kind", "pattern_window is set but the kind is strided");
   if (!strided && spec.pattern_stride != 0)
     return problem("mask.pattern.kind", fmt::format("pattern_stride is set but the kind is {}",
                                                     to_string(spec.pattern)));
