@@ -20,6 +20,12 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
     throw Error(ErrorKind::Usage,
                 fmt::format("spec {} fixes its tiles ({}); remove `tiles:` to tune it", spec.name,
                             tiles_label(spec.tiles)));
+  if (spec.mask == MaskKind::BlockSparse)
+    throw Error(ErrorKind::Usage,
+                fmt::format("spec {}: a block_sparse kernel's speed depends on the run-time "
+                            "layout it is given, which tuning does not know; give it tiles "
+                            "(they must divide block_q / block_k) or leave them to the heuristic",
+                            spec.name));
   if (!gen::is_known_target(target))
     throw Error(ErrorKind::Usage, fmt::format("unknown target '{}'", target));
 

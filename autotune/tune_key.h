@@ -26,8 +26,9 @@ GpuIdentity gpu_identity(const DeviceInfo& device);
 std::string describe(const GpuIdentity& gpu);
 
 // Hex SHA-256 over the fields that change the generated kernel apart from its tiles:
-// head dims, dtype, causal, mask and window, arch and warp specialization. Not the name (two files
-// describing the same kernel share their tuning), not the tiles (what is tuned).
+// head dims, dtype, causal, the mask and its parameters (window, block sizes, pattern), arch
+// and warp specialization. Not the name (two files describing the same kernel share their
+// tuning), not the tiles (what is tuned).
 std::string spec_hash(const Spec& spec);
 // "bf16 qk128 v128 causal" for tables and the DB's human-readable field.
 std::string spec_summary(const Spec& spec);

@@ -54,6 +54,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 4,
                    help="threads compiling flashjit kernels in parallel")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--masks", action="store_true",
+                   help="run the mask benchmark (issue 6: sliding window and block-sparse "
+                        "against FlexAttention, bench/masks.py) instead of the grid; --dims "
+                        "picks its head dims (default 64,128)")
     args = p.parse_args(argv)
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     for d in args.dtypes:
@@ -305,6 +309,9 @@ def main(argv: list[str]) -> int:
         return 2
 
     torch.set_float32_matmul_precision("highest")  # the reference is true fp32, not TF32
+    if args.masks:
+        import masks
+        return masks.run(torch, fj, lib, args)
     shapes = grid_lib.grid(args.dims, args.seqlens, args.dtypes, args.quick)
     if not shapes:
         log("no shapes selected (check --dims/--seqlens/--dtypes)")

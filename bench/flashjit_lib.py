@@ -1,5 +1,6 @@
 """ctypes binding of libflashjit_c.so (include/flashjit/flashjit_c.h) for PyTorch tensors.
-Only what the benchmark needs: runtimes, kernels from YAML, forward, compile reports."""
+Only what the benchmark needs: runtimes, kernels from YAML, forward (with a block-sparse
+layout when the kernel has one), compile reports."""
 from __future__ import annotations
 
 import ctypes
@@ -11,6 +12,14 @@ STATUS_NAMES = {1: "spec", 2: "shape", 3: "compile", 4: "driver", 5: "no-device"
                 6: "cache", 7: "io", 8: "usage", 9: "internal"}
 
 _Strides = ctypes.c_int64 * 3
+
+
+class _MaskArgs(ctypes.Structure):
+    """flashjit_mask_args of flashjit_c.h."""
+    _fields_ = [("block_counts", ctypes.c_void_p), ("block_indices", ctypes.c_void_p),
+                ("layout_batch", ctypes.c_int), ("layout_heads", ctypes.c_int),
+                ("layout_q_blocks", ctypes.c_int), ("layout_max_blocks", ctypes.c_int),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p)]
 
 
 class FlashjitError(RuntimeError):
@@ -40,6 +49,10 @@ class Library:
         lib.flashjit_forward.argtypes = [p, p, p, p, p, p, i, i, i, i, i,
                                          _Strides, _Strides, _Strides, _Strides,
                                          ctypes.c_float, p]
+        lib.flashjit_forward_masked.restype = i
+        lib.flashjit_forward_masked.argtypes = [p, p, p, p, p, p, i, i, i, i, i,
+                                                _Strides, _Strides, _Strides, _Strides,
+                                                ctypes.c_float, ctypes.POINTER(_MaskArgs), p]
         lib.flashjit_kernel_report_json.restype = ctypes.c_char_p
         lib.flashjit_kernel_report_json.argtypes = [p]
         self.c = lib
@@ -63,10 +76,13 @@ class Kernel:
             self._lib.c.flashjit_kernel_destroy(self._handle)
             self._handle = ctypes.c_void_p()
 
-    def launcher(self, q, k, v, o, lse, softmax_scale: float, stream: int) -> Callable[[], None]:
+    def launcher(self, q, k, v, o, lse, softmax_scale: float, stream: int,
+                 layout=None) -> Callable[[], None]:
         """A call that launches the forward on these tensors (torch layout [batch, seqlen,
         heads, dim], flashjit's own). The ctypes arguments are built once, so that timing a
-        launch measures the launch, not Python argument conversion."""
+        launch measures the launch, not Python argument conversion. `layout`: a block_sparse
+        kernel's (counts, indices), contiguous int32 CUDA tensors [LB, LH, nq] and
+        [LB, LH, nq, max_blocks] (FlexAttention's kv_num_blocks / kv_indices)."""
         batch, seqlen_q, heads_q, _ = q.shape
         _, seqlen_k, heads_kv, _ = k.shape
         for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
@@ -77,8 +93,18 @@ class Kernel:
                 batch, heads_q, heads_kv, seqlen_q, seqlen_k,
                 _Strides(*q.stride()[:3]), _Strides(*k.stride()[:3]),
                 _Strides(*v.stride()[:3]), _Strides(*o.stride()[:3]),
-                softmax_scale, stream)
+                softmax_scale)
         forward, check = self._lib.c.flashjit_forward, self._lib.check
+        if layout is not None:
+            counts, indices = layout
+            for name, t in (("counts", counts), ("indices", indices)):
+                if not t.is_contiguous() or t.element_size() != 4 or t.is_floating_point():
+                    raise ValueError(f"layout {name}: a contiguous int32 tensor is needed")
+            mask = _MaskArgs(counts.data_ptr(), indices.data_ptr(), counts.shape[0],
+                             counts.shape[1], counts.shape[2], indices.shape[3], None, None)
+            args = args + (ctypes.byref(mask),)
+            forward = self._lib.c.flashjit_forward_masked
+        args = args + (stream,)
 
         def launch() -> None:
             check(forward(*args))

@@ -17,10 +17,12 @@ def sampled_heads(batch: int, heads: int) -> list[tuple[int, int]]:
 
 
 def reference_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                   causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                   causal: bool, visible=None) -> tuple[torch.Tensor, torch.Tensor]:
     """O [seqlen_q, dv] and LSE [seqlen_q] in fp32 for one head. q [Sq, dqk], k [Sk, dqk],
-    v [Sk, dv] in any float dtype. Causal is bottom-right aligned (DESIGN.md); a row that
-    sees no key gets O = 0 and LSE = -inf, as flashjit writes it."""
+    v [Sk, dv] in any float dtype. Causal is bottom-right aligned (DESIGN.md); `visible`, if
+    given, maps the query rows start..stop to a bool [stop - start, Sk] mask of the keys they
+    may see (a dense form of the benchmark's masks); a row that sees no key gets O = 0 and
+    LSE = -inf, as flashjit writes it."""
     q, k, v = q.float(), k.float(), v.float()
     seqlen_q, seqlen_k = q.shape[0], k.shape[0]
     chunk = max(1, CHUNK_ELEMENTS // seqlen_k)
@@ -34,6 +36,8 @@ def reference_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
             rows = torch.arange(start, stop, device=q.device)
             hidden = keys[None, :] > rows[:, None] + (seqlen_k - seqlen_q)
             scores.masked_fill_(hidden, -math.inf)
+        if visible is not None:
+            scores.masked_fill_(~visible(start, stop), -math.inf)
         row_lse = torch.logsumexp(scores, dim=-1)
         # exp(-inf - 0) = 0 on rows that see nothing, instead of exp(-inf + inf) = nan.
         shift = torch.where(torch.isfinite(row_lse), row_lse, torch.zeros_like(row_lse))

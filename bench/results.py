@@ -177,14 +177,21 @@ def _slug(text: str) -> str:
 
 
 def write(out_dir: Path, env: dict, rows: list[dict], elapsed_s: float) -> tuple[Path, Path]:
+    return write_files(out_dir, env, rows, elapsed_s, markdown(env, rows, elapsed_s), "")
+
+
+def write_files(out_dir: Path, env: dict, rows: list[dict], elapsed_s: float, text: str,
+                tag: str) -> tuple[Path, Path]:
+    """<date>-<gpu>-<commit><tag>.md (text) and .json (env and rows), copied to
+    latest<tag>.md / .json; `tag` keeps separate runs apart ("-masks")."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     gpu = _slug(env["gpu"].replace("NVIDIA", ""))
-    base = out_dir / f"{stamp}-{gpu}-{_slug(env['commit'])}"
-    md_path, json_path = base.with_suffix(".md"), base.with_suffix(".json")
-    md_path.write_text(markdown(env, rows, elapsed_s))
+    base = out_dir / f"{stamp}-{gpu}-{_slug(env['commit'])}{tag}"
+    md_path, json_path = Path(f"{base}.md"), Path(f"{base}.json")
+    md_path.write_text(text)
     json_path.write_text(json.dumps({"environment": env, "elapsed_s": round(elapsed_s, 1),
                                      "rows": rows}, indent=1) + "\n")
-    shutil.copyfile(md_path, out_dir / "latest.md")
-    shutil.copyfile(json_path, out_dir / "latest.json")
+    shutil.copyfile(md_path, out_dir / f"latest{tag}.md")
+    shutil.copyfile(json_path, out_dir / f"latest{tag}.json")
     return md_path, json_path

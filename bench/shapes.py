@@ -141,3 +141,76 @@ def target_for(shape: Shape) -> Target | None:
     if shape.dqk != shape.dv or shape.seqlen not in TARGET_SEQLENS:
         return None
     return _TARGETS.get(shape.dqk)
+
+
+# ---------------------------------------------------------------- the mask shapes (issue 6)
+
+MASK_SEQLEN = 16384
+MASK_DIMS = (64, 128)
+MASK_BLOCK = 128          # block-sparse block size: FlexAttention's default, both sides
+WINDOW = 1024             # causal sliding window: each query sees itself and 1023 keys before
+SPARSE_DENSITIES = (0.1, 0.5)
+
+
+@dataclass(frozen=True)
+class MaskShape:
+    """One shape of the mask benchmark: batch 1, 16k tokens, heads = 2048 / d, bf16."""
+    dim: int
+    kind: str          # "window" (causal, WINDOW keys) or "sparse" (random block layout)
+    density: float = 0.0  # sparse only: the fraction of visible (query, key) blocks
+
+    seqlen = MASK_SEQLEN
+    batch = 1
+
+    @property
+    def heads(self) -> int:
+        return HIDDEN // self.dim
+
+    def label(self) -> str:
+        mask = (f"causal window {WINDOW}" if self.kind == "window"
+                else f"block-sparse {self.density:.0%}")
+        return f"bf16 d{self.dim} s{self.seqlen} {mask} {self.batch}x{self.heads}"
+
+    def spec_yaml(self) -> str:
+        if self.kind == "window":
+            mask = f"{{sliding_window: {{left: {WINDOW - 1}, right: 0}}}}"
+            causal = "true"
+        else:
+            mask = f"{{block_sparse: {{block_q: {MASK_BLOCK}, block_k: {MASK_BLOCK}}}}}"
+            causal = "false"
+        return (f"name: bench_mask_{self.kind}_d{self.dim}\nhead_dim: {self.dim}\n"
+                f"dtype: bf16\ncausal: {causal}\nmask: {mask}\n")
+
+    def dense_spec_yaml(self) -> str:
+        """The unmasked kernel of the same head dim: the TFLOP/s yardstick."""
+        return f"name: bench_mask_dense_d{self.dim}\nhead_dim: {self.dim}\ndtype: bf16\n"
+
+
+def mask_grid(dims: list[int] | None = None) -> list[MaskShape]:
+    shapes = []
+    for d in dims or MASK_DIMS:
+        shapes.append(MaskShape(d, "window"))
+        shapes.extend(MaskShape(d, "sparse", p) for p in SPARSE_DENSITIES)
+    return shapes
+
+
+def window_visible_pairs(seqlen: int) -> int:
+    """Pairs of the causal window: query i sees keys max(0, i - WINDOW + 1) .. i."""
+    return sum(min(i + 1, WINDOW) for i in range(seqlen))
+
+
+def window_visited_pairs(seqlen: int, block_m: int, block_n: int) -> int:
+    """(query, key) pairs the kernel computes for the causal window: each CTA of block_m rows
+    walks the block_n key tiles from the band's first to the diagonal (fwd_sm80.cuh)."""
+    total = 0
+    for m0 in range(0, seqlen, block_m):
+        key_end = min(seqlen, m0 + block_m)
+        key_begin = max(0, m0 - (WINDOW - 1))
+        tiles = -(-key_end // block_n) - key_begin // block_n
+        total += tiles * block_m * block_n
+    return total
+
+
+def mask_flops(pairs: int, heads: int, dim: int, batch: int = 1) -> int:
+    """2 multiply-adds per pair and head dim, for Q·Kᵀ and P·V (DESIGN.md)."""
+    return 2 * batch * heads * pairs * (dim + dim)

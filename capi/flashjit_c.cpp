@@ -2,9 +2,11 @@
 // and a thread-local message. No logic of its own beyond that translation.
 #include "flashjit/flashjit_c.h"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -120,6 +122,17 @@ int flashjit_forward(flashjit_kernel* kernel, const void* q, const void* k, cons
                      int seqlen_k, const int64_t q_strides[3], const int64_t k_strides[3],
                      const int64_t v_strides[3], const int64_t o_strides[3],
                      float softmax_scale, void* stream) {
+  return flashjit_forward_masked(kernel, q, k, v, o, lse, batch, heads_q, heads_kv, seqlen_q,
+                                 seqlen_k, q_strides, k_strides, v_strides, o_strides,
+                                 softmax_scale, nullptr, stream);
+}
+
+int flashjit_forward_masked(flashjit_kernel* kernel, const void* q, const void* k, const void* v,
+                            void* o, float* lse, int batch, int heads_q, int heads_kv,
+                            int seqlen_q, int seqlen_k, const int64_t q_strides[3],
+                            const int64_t k_strides[3], const int64_t v_strides[3],
+                            const int64_t o_strides[3], float softmax_scale,
+                            const flashjit_mask_args* mask, void* stream) {
   constexpr const char* function = "flashjit_forward";
   return guarded(function, [&] {
     if (kernel == nullptr) throw null_argument(function, "kernel");
@@ -139,7 +152,41 @@ int flashjit_forward(flashjit_kernel* kernel, const void* q, const void* k, cons
     args.v_stride = strides_of(v_strides, function, "v_strides");
     args.o_stride = strides_of(o_strides, function, "o_strides");
     args.softmax_scale = softmax_scale;
+    if (mask != nullptr) {
+      args.block_counts = mask->block_counts;
+      args.block_indices = mask->block_indices;
+      args.layout_batch = mask->layout_batch;
+      args.layout_heads = mask->layout_heads;
+      args.layout_q_blocks = mask->layout_q_blocks;
+      args.layout_max_blocks = mask->layout_max_blocks;
+      args.cu_seqlens_q = mask->cu_seqlens_q;
+      args.cu_seqlens_k = mask->cu_seqlens_k;
+    }
     kernel->kernel->forward(args, stream);  // checks pointers and shapes itself
+  });
+}
+
+int flashjit_block_layout_from_dense(const uint8_t* visible, int batch, int heads, int q_blocks,
+                                     int k_blocks, int32_t* counts, int32_t* indices) {
+  constexpr const char* function = "flashjit_block_layout_from_dense";
+  return guarded(function, [&] {
+    if (visible == nullptr) throw null_argument(function, "visible");
+    if (counts == nullptr) throw null_argument(function, "counts");
+    if (indices == nullptr) throw null_argument(function, "indices");
+    if (batch < 1 || heads < 1 || q_blocks < 1 || k_blocks < 1)
+      throw flashjit::Error(ErrorKind::Shape,
+                            std::string(function) + ": batch, heads, q_blocks and k_blocks must "
+                                                    "be >= 1");
+    const size_t rows = static_cast<size_t>(batch) * heads * q_blocks;
+    const flashjit::BlockLayout layout = flashjit::block_layout_from_dense(
+        std::vector<uint8_t>(visible, visible + rows * k_blocks), batch, heads, q_blocks,
+        k_blocks);
+    // Rows of the C form are k_blocks wide (the most any row can list).
+    std::copy(layout.counts.begin(), layout.counts.end(), counts);
+    std::fill(indices, indices + rows * k_blocks, 0);
+    for (size_t r = 0; r < rows; ++r)
+      std::copy_n(layout.indices.begin() + static_cast<std::ptrdiff_t>(r * layout.max_blocks),
+                  layout.counts[r], indices + r * k_blocks);
   });
 }
 

@@ -22,6 +22,17 @@ const char* element_type(DType dtype) {
   throw Error(ErrorKind::Usage, "unknown dtype");
 }
 
+// The templates' spelling of each pattern (fj::Pattern in templates/fwd_sm80.cuh).
+const char* pattern_constant(PatternKind kind) {
+  switch (kind) {
+    case PatternKind::None: return "fj::Pattern::kNone";
+    case PatternKind::Local: return "fj::Pattern::kLocal";
+    case PatternKind::Strided: return "fj::Pattern::kStrided";
+    case PatternKind::GlobalLocal: return "fj::Pattern::kGlobalLocal";
+  }
+  throw Error(ErrorKind::Usage, "unknown pattern kind");
+}
+
 // Appends template `name` to `out`, replacing each `#include "x.cuh"` by x's text (once per
 // file, as #pragma once would) so that the program NVRTC sees needs no include path.
 void inline_template(const std::string& name, std::set<std::string>& done, std::string& out) {
@@ -61,11 +72,22 @@ std::string kernel_config(const Plan& plan) {
       "  static constexpr bool kWindow = {};\n"
       "  static constexpr int kWindowLeft = {};\n"
       "  static constexpr int kWindowRight = {};\n"
+      "  static constexpr bool kBlockSparse = {};\n"
+      "  static constexpr fj::Pattern kPattern = {};\n"
+      "  static constexpr int kMaskBlockQ = {};\n"
+      "  static constexpr int kMaskBlockK = {};\n"
+      "  static constexpr int kPatternWindow = {};\n"
+      "  static constexpr int kPatternStride = {};\n"
+      "  static constexpr int kPatternGlobal = {};\n"
+      "  static constexpr bool kVarlen = {};\n"
       "}};\n",
       element_type(s.dtype), s.head_dim_qk, s.head_dim_v, plan.d_qk_pad, plan.dv_slice,
       plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n, plan.tiles.warps, plan.tiles.stages,
       plan.align_bytes, s.causal ? "true" : "false",
-      s.mask == MaskKind::SlidingWindow ? "true" : "false", s.window_left, s.window_right);
+      s.mask == MaskKind::SlidingWindow ? "true" : "false", s.window_left, s.window_right,
+      s.mask == MaskKind::BlockSparse ? "true" : "false", pattern_constant(s.pattern), s.block_q,
+      s.block_k, s.pattern_window, s.pattern_stride, s.pattern_global,
+      plan.varlen ? "true" : "false");
 }
 
 // The host/device agreement checks and the extern "C" entry of each path.

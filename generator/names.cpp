@@ -39,6 +39,18 @@ const char* to_string(MaskKind mask) {
   switch (mask) {
     case MaskKind::None: return "none";
     case MaskKind::SlidingWindow: return "sliding_window";
+    case MaskKind::BlockSparse: return "block_sparse";
+    case MaskKind::Pattern: return "pattern";
+  }
+  return "unknown";
+}
+
+const char* to_string(PatternKind kind) {
+  switch (kind) {
+    case PatternKind::None: return "none";
+    case PatternKind::Local: return "local";
+    case PatternKind::Strided: return "strided";
+    case PatternKind::GlobalLocal: return "global_local";
   }
   return "unknown";
 }
@@ -63,6 +75,14 @@ ForwardArgs ForwardArgs::contiguous(const Spec& spec, int batch, int heads_q, in
   args.k_stride = dense(seqlen_k, heads_kv, spec.head_dim_qk);
   args.v_stride = dense(seqlen_k, heads_kv, spec.head_dim_v);
   args.o_stride = dense(seqlen_q, heads_q, spec.head_dim_v);
+  return args;
+}
+
+ForwardArgs ForwardArgs::varlen(const Spec& spec, int batch, int heads_q, int heads_kv,
+                                int max_seqlen_q, int max_seqlen_k) {
+  ForwardArgs args = contiguous(spec, batch, heads_q, heads_kv, max_seqlen_q, max_seqlen_k);
+  // Sequences follow each other in one [total, heads, dim] tensor: no batch stride.
+  args.q_stride.batch = args.k_stride.batch = args.v_stride.batch = args.o_stride.batch = 0;
   return args;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "generator/spec_rules.h"
 #include "generator/tile_heuristic.h"
 
 namespace flashjit::gen {
@@ -29,9 +30,9 @@ std::string kernel_name(const Plan& p) {
   const Spec& s = p.spec;
   std::string target = p.target;
   target.erase(target.find('_'), 1);  // sm_90a -> sm90a
-  const std::string window = s.mask == MaskKind::SlidingWindow
-                                 ? fmt::format("_w{}_{}", s.window_left, s.window_right)
-                                 : "";
+  const std::string mask = s.mask == MaskKind::SlidingWindow
+                               ? fmt::format("_w{}_{}", s.window_left, s.window_right)
+                               : mask_label(s);
   // The warp-specialised kernel has a fixed shape (m128, 12 warps): "ws" and its knobs.
   const std::string tiles =
       p.path == KernelPath::Sm90
@@ -39,7 +40,7 @@ std::string kernel_name(const Plan& p) {
           : fmt::format("m{}n{}w{}s{}", p.tiles.block_m, p.tiles.block_n, p.tiles.warps,
                         p.tiles.stages);
   return fmt::format("fa_fwd_qk{}_v{}_{}_{}{}_{}_a{}_{}", s.head_dim_qk, s.head_dim_v,
-                     to_string(s.dtype), s.causal ? "causal" : "full", window, tiles,
+                     to_string(s.dtype), s.causal ? "causal" : "full", mask, tiles,
                      p.align_bytes, target);
 }
 
@@ -99,10 +100,11 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
                : !spec.tiles.is_auto() ? spec.tiles
                : tuned                 ? *tuned
                                        : default_tiles(spec, target);
-  const std::string problem =
+  std::string problem =
       plan.path == KernelPath::Sm90
           ? sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target)
           : sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
+  if (problem.empty() && plan.path == KernelPath::Sm80) problem = mask_tiles_problem(spec, plan.tiles);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,
                 fmt::format("tiles {{block_m: {}, block_n: {}, warps: {}, stages: {}}} cannot run "
@@ -116,6 +118,20 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
           ? sm90_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles)
           : sm80_shared_bytes(plan.d_qk_pad, plan.dv_slice, plan.tiles);
   plan.kernel_name = kernel_name(plan);
+  return plan;
+}
+
+Plan varlen_variant(Plan plan) {
+  if (plan.path == KernelPath::Sm90) {
+    // The sm90 kernel reads fixed-length batches through its tensor maps: packed sequences
+    // run the sm80 kernel, with that kernel's heuristic tiles.
+    Spec sm80 = plan.spec;
+    sm80.warp_specialization = false;
+    sm80.tiles = Tiles{};
+    plan = make_plan(sm80, plan.target, plan.align_bytes);
+  }
+  plan.varlen = true;
+  plan.kernel_name += "_varlen";
   return plan;
 }
 

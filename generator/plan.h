@@ -38,6 +38,9 @@ struct Plan {
   int threads = 0;
   int shared_bytes = 0;   // dynamic shared memory per CTA
   std::string kernel_name;  // fa_fwd_qk100_v100_bf16_causal_m64n64w4s2_a16_sm80
+  // Packed variable-length batches (ForwardArgs::cu_seqlens_*): a kernel variant of its own,
+  // so fixed-length calls keep the registers that reading sequence bounds would take.
+  bool varlen = false;
 };
 
 // Resolves `spec` for `target`. `align_bytes` comes from the call's pointers and strides
@@ -47,6 +50,10 @@ struct Plan {
 // heuristic. Throws Error(Spec/Usage) if the spec cannot be served on the target.
 Plan make_plan(const Spec& spec, const std::string& target, int align_bytes = 16,
                const Tiles* tuned = nullptr);
+
+// `plan` for variable-length batches: varlen set, "_varlen" appended to the kernel name; a
+// warp-specialised plan becomes the sm80 kernel's (the sm90 kernel has no varlen form).
+Plan varlen_variant(Plan plan);
 
 // The built-in tile heuristic of the kernel path `spec` takes on `target` for 16-byte
 // aligned tensors.

@@ -6,6 +6,7 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/spec_rules.h"
+#include "generator/tile_heuristic.h"
 
 namespace flashjit::gen {
 namespace {
@@ -15,6 +16,7 @@ constexpr int kMaxNameLength = 64;
 constexpr int kMmaRows = 16;  // rows of one mma.sync m16n8k16 tile: the unit of block_m/block_n
 constexpr int kMaxBlock = 256;
 constexpr int kMaxStages = 4;
+constexpr int kMaxMaskBlock = 65536;  // keeps block indices times block sizes in int range
 constexpr std::array kWarpCounts = {1, 2, 4, 8, 12, 16};
 constexpr int kWarpSpecializedWarps = 12;  // the sm90 kernel: producer + two consumer warp groups
 constexpr int kWarpGroupRows = 64;         // query rows of one consumer warp group (wgmma M)
@@ -31,10 +33,22 @@ constexpr FieldAllowed kAllowed[] = {
     {"head_dim_v", "an integer in 1..512"},
     {"dtype", "fp16, bf16"},
     {"causal", "true, false"},
-    {"mask", "none, or {sliding_window: {left: L, right: R}}"},
+    {"mask", "none, or one of {sliding_window: {left: L, right: R}}, {block_sparse: {block_q: BQ, "
+             "block_k: BK}}, {pattern: {kind: local|strided|global_local, block: B, ...}}"},
     {"mask.sliding_window", "a map with both left and right"},
     {"mask.sliding_window.left", "an integer >= 0: keys visible left of the diagonal"},
     {"mask.sliding_window.right", "an integer >= 0 (0 with causal): keys visible right of it"},
+    {"mask.block_sparse", "a map with both block_q and block_k"},
+    {"mask.block_sparse.block_q", "a multiple of 16 in 16..65536: query rows per mask block"},
+    {"mask.block_sparse.block_k", "a multiple of 16 in 16..65536: keys per mask block"},
+    {"mask.pattern", "a map with kind, optional block, and the kind's own keys: local: blocks; "
+                     "strided: stride; global_local: global_blocks, window_blocks"},
+    {"mask.pattern.kind", "local, strided, global_local"},
+    {"mask.pattern.block", "a multiple of 16 in 16..65536 (default 128): rows and keys per block"},
+    {"mask.pattern.blocks", "an integer >= 0: key blocks visible on each side of the diagonal"},
+    {"mask.pattern.stride", "an integer >= 1: key blocks whose distance is a multiple of it"},
+    {"mask.pattern.global_blocks", "an integer >= 1: leading blocks that see and are seen by all"},
+    {"mask.pattern.window_blocks", "an integer >= 0: key blocks visible on each side of the diagonal"},
     {"arch", "auto, sm80, sm90a"},
     {"hopper", "a map with the key warp_specialization"},
     {"hopper.warp_specialization", "true, false"},
@@ -84,8 +98,69 @@ std::optional<SpecProblem> enum_problem(const Spec& spec) {
     return problem("dtype", fmt::format("{} is not a DType", static_cast<int>(spec.dtype)));
   if (spec.arch != Arch::Auto && spec.arch != Arch::Sm80 && spec.arch != Arch::Sm90a)
     return problem("arch", fmt::format("{} is not an Arch", static_cast<int>(spec.arch)));
-  if (spec.mask != MaskKind::None && spec.mask != MaskKind::SlidingWindow)
+  if (spec.mask != MaskKind::None && spec.mask != MaskKind::SlidingWindow &&
+      spec.mask != MaskKind::BlockSparse && spec.mask != MaskKind::Pattern)
     return problem("mask", fmt::format("{} is not a MaskKind", static_cast<int>(spec.mask)));
+  if (spec.pattern != PatternKind::None && spec.pattern != PatternKind::Local &&
+      spec.pattern != PatternKind::Strided && spec.pattern != PatternKind::GlobalLocal)
+    return problem("mask.pattern.kind",
+                   fmt::format("{} is not a PatternKind", static_cast<int>(spec.pattern)));
+  return std::nullopt;
+}
+
+std::optional<SpecProblem> mask_block_problem(std::string_view field, int value) {
+  if (value < kMmaRows || value > kMaxMaskBlock || value % kMmaRows != 0)
+    return problem(field, fmt::format("{} is not a multiple of 16 in 16..65536", value));
+  return std::nullopt;
+}
+
+// The fields of block_sparse and pattern masks: set exactly for their own mask kind.
+std::optional<SpecProblem> block_mask_problem(const Spec& spec) {
+  const bool sparse = spec.mask == MaskKind::BlockSparse;
+  const bool pattern = spec.mask == MaskKind::Pattern;
+  if (!sparse && !pattern) {
+    if (spec.block_q != 0 || spec.block_k != 0 || spec.pattern != PatternKind::None ||
+        spec.pattern_window != 0 || spec.pattern_stride != 0 || spec.pattern_global != 0)
+      return problem("mask", fmt::format("block_q/block_k/pattern fields are set but the mask is "
+                                         "{}", to_string(spec.mask)));
+    return std::nullopt;
+  }
+  if (sparse) {
+    if (spec.pattern != PatternKind::None || spec.pattern_window != 0 ||
+        spec.pattern_stride != 0 || spec.pattern_global != 0)
+      return problem("mask", "pattern fields are set but the mask is block_sparse");
+    if (auto p = mask_block_problem("mask.block_sparse.block_q", spec.block_q)) return p;
+    return mask_block_problem("mask.block_sparse.block_k", spec.block_k);
+  }
+  if (spec.pattern == PatternKind::None)
+    return problem("mask.pattern.kind", "missing: a pattern mask needs its kind");
+  if (auto p = mask_block_problem("mask.pattern.block", spec.block_q)) return p;
+  if (spec.block_k != spec.block_q)
+    return problem("mask.pattern.block",
+                   fmt::format("block_q {} and block_k {} differ; a pattern has one block size",
+                               spec.block_q, spec.block_k));
+  // Each kind reads its own parameters; a parameter of another kind is a mistake.
+  const bool local = spec.pattern == PatternKind::Local;
+  const bool strided = spec.pattern == PatternKind::Strided;
+  const bool global_local = spec.pattern == PatternKind::GlobalLocal;
+  if (strided && spec.pattern_window != 0)
+    return problem("mask.pattern.kind", "pattern_window is set but the kind is strided");
+  if (!strided && spec.pattern_stride != 0)
+    return problem("mask.pattern.kind", fmt::format("pattern_stride is set but the kind is {}",
+                                                    to_string(spec.pattern)));
+  if (!global_local && spec.pattern_global != 0)
+    return problem("mask.pattern.kind", fmt::format("pattern_global is set but the kind is {}",
+                                                    to_string(spec.pattern)));
+  if (local && spec.pattern_window < 0)
+    return problem("mask.pattern.blocks", fmt::format("{} is negative", spec.pattern_window));
+  if (strided && spec.pattern_stride < 1)
+    return problem("mask.pattern.stride", fmt::format("{} is below 1", spec.pattern_stride));
+  if (global_local && spec.pattern_global < 1)
+    return problem("mask.pattern.global_blocks",
+                   fmt::format("{} is below 1 (without global blocks use kind: local)",
+                               spec.pattern_global));
+  if (global_local && spec.pattern_window < 0)
+    return problem("mask.pattern.window_blocks", fmt::format("{} is negative", spec.pattern_window));
   return std::nullopt;
 }
 
@@ -106,6 +181,17 @@ std::optional<SpecProblem> window_problem(const Spec& spec) {
                    fmt::format("{} with causal: true, which hides every key right of the "
                                "diagonal", spec.window_right));
   return std::nullopt;
+}
+
+// Given tiles must fit the block mask (tile_heuristic.h says why); auto tiles are fitted.
+std::optional<SpecProblem> mask_tiles_field_problem(const Spec& spec) {
+  const std::string why = mask_tiles_problem(spec, spec.tiles);
+  if (why.empty()) return std::nullopt;
+  const bool rows = spec.block_q % spec.tiles.block_m != 0;
+  SpecProblem p = problem(rows ? "tiles.block_m" : "tiles.block_n", why);
+  p.allowed = rows ? "a divisor of the mask's block_q (a multiple of 16 and of 16*warps)"
+                   : "a divisor of the mask's block_k (a multiple of 16)";
+  return p;
 }
 
 }  // namespace
@@ -145,19 +231,38 @@ std::optional<SpecProblem> find_spec_problem(const Spec& spec) {
   if (auto p = head_dim_problem("head_dim_v", spec.head_dim_v)) return p;
   if (auto p = enum_problem(spec)) return p;
   if (auto p = window_problem(spec)) return p;
+  if (auto p = block_mask_problem(spec)) return p;
   // All zero means auto; anything else must be a complete configuration (Tiles::is_auto()
   // looks at block_m only, so a half-filled struct is caught here).
   if (spec.tiles == Tiles{}) return std::nullopt;
-  return find_explicit_tiles_problem(spec.tiles);
+  if (auto p = find_explicit_tiles_problem(spec.tiles)) return p;
+  return mask_tiles_field_problem(spec);
 }
 
 std::string default_spec_name(const Spec& spec) {
-  const std::string window =
-      spec.mask == MaskKind::SlidingWindow
-          ? fmt::format("_window{}_{}", spec.window_left, spec.window_right)
-          : "";
   return fmt::format("qk{}_v{}_{}{}{}", spec.head_dim_qk, spec.head_dim_v, to_string(spec.dtype),
-                     spec.causal ? "_causal" : "", window);
+                     spec.causal ? "_causal" : "", mask_label(spec));
+}
+
+std::string mask_label(const Spec& spec) {
+  switch (spec.mask) {
+    case MaskKind::None: return "";
+    case MaskKind::SlidingWindow:
+      return fmt::format("_window{}_{}", spec.window_left, spec.window_right);
+    case MaskKind::BlockSparse: return fmt::format("_bsparse{}x{}", spec.block_q, spec.block_k);
+    case MaskKind::Pattern:
+      switch (spec.pattern) {
+        case PatternKind::Local: return fmt::format("_local{}b{}", spec.pattern_window, spec.block_q);
+        case PatternKind::Strided:
+          return fmt::format("_strided{}b{}", spec.pattern_stride, spec.block_q);
+        case PatternKind::GlobalLocal:
+          return fmt::format("_global{}local{}b{}", spec.pattern_global, spec.pattern_window,
+                             spec.block_q);
+        case PatternKind::None: break;
+      }
+      break;
+  }
+  return "_mask";
 }
 
 std::string resolved_spec_name(const Spec& spec) {

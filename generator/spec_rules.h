@@ -28,6 +28,11 @@ std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& tiles);
 // "head_dim", "hopper" or "tiles").
 std::string_view allowed_values(std::string_view field);
 
+// The part of names that tells masks apart: "" (none), "_window1024_0", "_bsparse128x64",
+// "_local2b128", "_strided4b64", "_global1local2b128". Default spec names use it, and so do
+// kernel names for block masks (a window there is the shorter "_w1024_0").
+std::string mask_label(const Spec& spec);
+
 // The name a spec gets when none is given: qk100_v100_bf16_causal.
 std::string default_spec_name(const Spec& spec);
 

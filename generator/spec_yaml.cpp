@@ -36,6 +36,30 @@ constexpr Arch kArchs[] = {Arch::Auto, Arch::Sm80, Arch::Sm90a};
 
 constexpr std::string_view kMaskKinds[] = {"sliding_window", "block_sparse", "pattern"};
 constexpr std::string_view kWindowKeys[] = {"left", "right"};
+constexpr std::string_view kBlockSparseKeys[] = {"block_q", "block_k"};
+constexpr std::string_view kPatternKeys[] = {"kind",   "block",         "blocks",
+                                             "stride", "global_blocks", "window_blocks"};
+constexpr PatternKind kPatternKinds[] = {PatternKind::Local, PatternKind::Strided,
+                                         PatternKind::GlobalLocal};
+constexpr int kDefaultPatternBlock = 128;  // FlexAttention's default block size
+
+// The keys each pattern kind requires besides kind (and the optional block).
+struct PatternParams {
+  PatternKind kind;
+  std::vector<std::string_view> keys;
+};
+const PatternParams kPatternParams[] = {
+    {PatternKind::Local, {"blocks"}},
+    {PatternKind::Strided, {"stride"}},
+    {PatternKind::GlobalLocal, {"global_blocks", "window_blocks"}},
+};
+
+// What each mask kind's map looks like, for messages.
+constexpr std::string_view kMaskForms[] = {
+    "sliding_window needs its map: {left: L, right: R}",
+    "block_sparse needs its map: {block_q: BQ, block_k: BK}",
+    "pattern needs its map: {kind: local|strided|global_local, block: B, ...}",
+};
 
 // Values flashjit knows about but does not serve yet: refused with their own message
 // instead of "unknown value".
@@ -44,10 +68,6 @@ struct Planned {
   std::string_view why;
 };
 constexpr Planned kPlannedDTypes[] = {{"fp8", "fp8 is not supported yet"}};
-constexpr Planned kPlannedMasks[] = {
-    {"block_sparse", "block_sparse is not supported yet (a later issue adds it)"},
-    {"pattern", "pattern is not supported yet (a later issue adds it)"},
-};
 
 // Levenshtein distance; the word lists are a handful of short keys.
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -237,14 +257,14 @@ class SpecReader {
     fail(root.Mark(), "head_dim", "missing", kHeadDimChoice);
   }
 
-  // `none`, or a map with one mask kind: {sliding_window: {left: L, right: R}}.
+  // `none`, or a map with one mask kind: {sliding_window: {left: L, right: R}},
+  // {block_sparse: {block_q: BQ, block_k: BK}} or {pattern: {kind: K, block: B, ...}}.
   void read_mask(const Entry& e, Spec& spec) {
     if (e.value.IsScalar()) {
       const std::string word = e.value.Scalar();
       if (word == "none") return;
-      for (const Planned& p : kPlannedMasks)
-        if (word == p.word) fail(e, p.why);
-      if (word == "sliding_window") fail(e, "sliding_window needs its map: {left: L, right: R}");
+      for (size_t n = 0; n < std::size(kMaskKinds); ++n)
+        if (word == kMaskKinds[n]) fail(e, kMaskForms[n]);
       fail(e, fmt::format("unknown value '{}'{}", word, suggestion(word, kMaskKinds)));
     }
     if (!e.value.IsMap()) fail(e, fmt::format("expected none or a map, got {}", describe(e.value)));
@@ -253,19 +273,66 @@ class SpecReader {
       fail(e.mark(), e.field, fmt::format("{} mask kinds given", kinds.size()),
            "exactly one of sliding_window, block_sparse, pattern");
     const Entry& kind = kinds.front();
-    for (const Planned& p : kPlannedMasks)
-      if (kind.key == p.word) fail(kind.mark(), kind.field, p.why, allowed_values("mask"));
     if (!kind.value.IsMap())
       fail(kind, fmt::format("expected a map, got {}", describe(kind.value)));
-    std::vector<std::string_view> missing(std::begin(kWindowKeys), std::end(kWindowKeys));
-    for (const Entry& item : entries(kind.value, "mask.sliding_window.", kWindowKeys)) {
-      (item.key == "left" ? spec.window_left : spec.window_right) = integer(item);
+    if (kind.key == "sliding_window") {
+      read_pair(kind, kWindowKeys, spec.window_left, spec.window_right);
+      spec.mask = MaskKind::SlidingWindow;
+    } else if (kind.key == "block_sparse") {
+      read_pair(kind, kBlockSparseKeys, spec.block_q, spec.block_k);
+      spec.mask = MaskKind::BlockSparse;
+    } else {
+      read_pattern(kind, spec);
+    }
+  }
+
+  // A map of exactly the two integer keys `keys` (e.g. left and right).
+  void read_pair(const Entry& map, const std::string_view (&keys)[2], int& first, int& second) {
+    std::vector<std::string_view> missing(std::begin(keys), std::end(keys));
+    for (const Entry& item : entries(map.value, map.field + ".", keys)) {
+      (item.key == keys[0] ? first : second) = integer(item);
       note(item.field, item);
       std::erase(missing, item.key);
     }
     if (!missing.empty())
-      fail(kind, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
-    spec.mask = MaskKind::SlidingWindow;
+      fail(map, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
+  }
+
+  // {kind: K, block: B, ...}: block is optional; each kind requires its own keys and no other.
+  void read_pattern(const Entry& map, Spec& spec) {
+    const std::vector<Entry> items = entries(map.value, "mask.pattern.", kPatternKeys);
+    auto kind_entry = std::find_if(items.begin(), items.end(),
+                                   [](const Entry& item) { return item.key == "kind"; });
+    if (kind_entry == items.end()) fail(map, "kind missing from the map");
+    spec.pattern = choice(*kind_entry, kPatternKinds, std::span<const Planned>());
+    note("mask.pattern.kind", *kind_entry);
+    const PatternParams& params = *std::find_if(
+        std::begin(kPatternParams), std::end(kPatternParams),
+        [&](const PatternParams& p) { return p.kind == spec.pattern; });
+    spec.block_q = spec.block_k = kDefaultPatternBlock;
+    std::vector<std::string_view> missing = params.keys;
+    for (const Entry& item : items) {
+      if (item.key == "kind") continue;
+      if (item.key == "block") {
+        spec.block_q = spec.block_k = integer(item);
+      } else if (std::find(params.keys.begin(), params.keys.end(), item.key) == params.keys.end()) {
+        fail(item.key_mark, item.field,
+             fmt::format("not a key of kind {}", to_string(spec.pattern)),
+             fmt::format("kind, block, {}", fmt::join(params.keys, ", ")));
+      } else if (item.key == "stride") {
+        spec.pattern_stride = integer(item);
+      } else if (item.key == "global_blocks") {
+        spec.pattern_global = integer(item);
+      } else {  // blocks (local) or window_blocks (global_local)
+        spec.pattern_window = integer(item);
+      }
+      note(item.field, item);
+      std::erase(missing, item.key);
+    }
+    if (!missing.empty())
+      fail(map, fmt::format("{} missing from the map (kind {})", fmt::join(missing, ", "),
+                            to_string(spec.pattern)));
+    spec.mask = MaskKind::Pattern;
   }
 
   void read_hopper(const Entry& e, Spec& spec) {
@@ -378,12 +445,31 @@ std::string Spec::to_yaml() const {
   out << YAML::Key << "dtype" << YAML::Value << to_string(dtype);
   out << YAML::Key << "causal" << YAML::Value << causal;
   out << YAML::Key << "mask" << YAML::Value;
-  if (mask == MaskKind::SlidingWindow) {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << "sliding_window" << YAML::Value
-        << YAML::BeginMap << YAML::Key << "left" << YAML::Value << window_left << YAML::Key
-        << "right" << YAML::Value << window_right << YAML::EndMap << YAML::EndMap;
-  } else {
+  if (mask == MaskKind::None) {
     out << to_string(mask);
+  } else {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(mask) << YAML::Value
+        << YAML::BeginMap;
+    const auto field = [&](const char* key, int value) {
+      out << YAML::Key << key << YAML::Value << value;
+    };
+    if (mask == MaskKind::SlidingWindow) {
+      field("left", window_left);
+      field("right", window_right);
+    } else if (mask == MaskKind::BlockSparse) {
+      field("block_q", block_q);
+      field("block_k", block_k);
+    } else {
+      out << YAML::Key << "kind" << YAML::Value << to_string(pattern);
+      field("block", block_q);
+      if (pattern == PatternKind::Local) field("blocks", pattern_window);
+      if (pattern == PatternKind::Strided) field("stride", pattern_stride);
+      if (pattern == PatternKind::GlobalLocal) {
+        field("global_blocks", pattern_global);
+        field("window_blocks", pattern_window);
+      }
+    }
+    out << YAML::EndMap << YAML::EndMap;
   }
   out << YAML::Key << "arch" << YAML::Value << to_string(arch);
   out << YAML::Key << "hopper" << YAML::Value << YAML::Flow << YAML::BeginMap;

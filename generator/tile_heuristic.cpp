@@ -51,6 +51,29 @@ std::string sm80_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& t,
   return "";
 }
 
+std::string mask_tiles_problem(const Spec& spec, const Tiles& t) {
+  if (spec.block_q == 0) return "";
+  if (t.block_m == 0 || spec.block_q % t.block_m != 0)
+    return fmt::format("block_m {} does not divide the mask's block_q {}", t.block_m, spec.block_q);
+  if (t.block_n == 0 || spec.block_k % t.block_n != 0)
+    return fmt::format("block_n {} does not divide the mask's block_k {}", t.block_n, spec.block_k);
+  return "";
+}
+
+Tiles fit_tiles_to_mask(const Spec& spec, Tiles t) {
+  if (spec.block_q == 0) return t;
+  // 16 divides every mask block (validated), so the search always ends.
+  const auto largest_divisor = [](int limit, int block) {
+    int x = limit - limit % 16;
+    while (block % x != 0) x -= 16;
+    return x;
+  };
+  t.block_m = largest_divisor(t.block_m, spec.block_q);
+  t.block_n = largest_divisor(t.block_n, spec.block_k);
+  while (t.block_m % (16 * t.warps) != 0) t.warps /= 2;
+  return t;
+}
+
 Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
@@ -73,8 +96,10 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
       first, {128, 64, 8, 2}, {64, 32, 4, 2}, {64, 64, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2},
       {32, 16, 2, 2}, {16, 16, 1, 2},
   };
-  for (const Tiles& t : preferred)
+  for (const Tiles& candidate : preferred) {
+    const Tiles t = fit_tiles_to_mask(spec, candidate);
     if (sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
+  }
   throw Error(ErrorKind::Usage,
               fmt::format("no sm80 tile configuration fits head dims {}/{} on {}",
                           spec.head_dim_qk, spec.head_dim_v, target));
@@ -87,9 +112,10 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
 
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles) {
   const PaddedDims dims = padded_dims(spec);
-  return sm90_serves(spec, target, 16)
-             ? sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target)
-             : sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
+  if (sm90_serves(spec, target, 16))
+    return sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
+  const std::string problem = sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
+  return problem.empty() ? mask_tiles_problem(spec, tiles) : problem;
 }
 
 }  // namespace flashjit::gen

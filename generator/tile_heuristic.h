@@ -39,5 +39,15 @@ int sm90_consumer_registers(int dv_slice, const Tiles& tiles);
 std::string sm90_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& tiles,
                                const std::string& target);
 Tiles sm90_default_tiles(const Spec& spec, const std::string& target);
+// Why `tiles` cannot serve the block mask of `spec` ("" when they can, or when the spec has
+// no block mask): every CTA's query rows must lie in one mask query block (block_m divides
+// block_q) and every key tile in one mask key block (block_n divides block_k), so that a CTA
+// visits whole tiles of one list.
+std::string mask_tiles_problem(const Spec& spec, const Tiles& tiles);
+
+// `tiles` shrunk until they fit the spec's block mask (unchanged without one): block_m and
+// block_n become the largest multiples of 16 not above them that divide block_q / block_k,
+// and warps halve until each warp owns whole 16-row tiles.
+Tiles fit_tiles_to_mask(const Spec& spec, Tiles tiles);
 
 }  // namespace flashjit::gen

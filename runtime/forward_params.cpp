@@ -25,6 +25,38 @@ void check_strides(const char* tensor, const TensorStrides& stride, int batch, i
   check("head", stride.head, heads);
 }
 
+// The block-sparse layout and the varlen prefix sums (flashjit.h, ForwardArgs).
+void check_mask_args(const Spec& spec, const ForwardArgs& a) {
+  const bool has_layout = a.block_counts != nullptr || a.block_indices != nullptr;
+  if (spec.mask != MaskKind::BlockSparse) {
+    require(!has_layout, fmt::format("block_counts/block_indices are given but kernel {} has "
+                                     "mask {}, not block_sparse", spec.name, to_string(spec.mask)));
+  } else {
+    require(a.block_counts != nullptr && a.block_indices != nullptr,
+            fmt::format("kernel {} has a block_sparse mask: block_counts and block_indices "
+                        "must be non-null", spec.name));
+    require(a.layout_batch == 1 || a.layout_batch == a.batch,
+            fmt::format("layout_batch = {} must be 1 or batch = {}", a.layout_batch, a.batch));
+    require(a.layout_heads == 1 || a.layout_heads == a.heads_q,
+            fmt::format("layout_heads = {} must be 1 or heads_q = {}", a.layout_heads, a.heads_q));
+    const int q_blocks = (a.seqlen_q + spec.block_q - 1) / spec.block_q;
+    require(a.layout_q_blocks >= q_blocks,
+            fmt::format("layout_q_blocks = {} must be >= ceil(seqlen_q {} / block_q {}) = {}",
+                        a.layout_q_blocks, a.seqlen_q, spec.block_q, q_blocks));
+    require(a.layout_max_blocks >= 1,
+            fmt::format("layout_max_blocks = {} must be >= 1", a.layout_max_blocks));
+    const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+    require(aligned4(a.block_counts) && aligned4(a.block_indices),
+            fmt::format("block_counts={} and block_indices={} must be 4-byte aligned (int32)",
+                        static_cast<const void*>(a.block_counts),
+                        static_cast<const void*>(a.block_indices)));
+  }
+  require((a.cu_seqlens_q == nullptr) == (a.cu_seqlens_k == nullptr),
+          fmt::format("cu_seqlens_q={} and cu_seqlens_k={}: give both or neither",
+                      static_cast<const void*>(a.cu_seqlens_q),
+                      static_cast<const void*>(a.cu_seqlens_k)));
+}
+
 }  // namespace
 
 void check_forward_args(const Spec& spec, const ForwardArgs& args) {
@@ -53,10 +85,25 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
   require(std::isfinite(args.softmax_scale) && args.softmax_scale >= 0.f,
           fmt::format("softmax_scale = {} must be finite and >= 0 (0 picks 1/sqrt(head_dim_qk))",
                       args.softmax_scale));
-  check_strides("q", args.q_stride, args.batch, args.seqlen_q, args.heads_q);
-  check_strides("k", args.k_stride, args.batch, args.seqlen_k, args.heads_kv);
-  check_strides("v", args.v_stride, args.batch, args.seqlen_k, args.heads_kv);
-  check_strides("o", args.o_stride, args.batch, args.seqlen_q, args.heads_q);
+  check_mask_args(spec, args);
+  // Packed varlen tensors have no batch dimension: its stride is never used.
+  const int strided_batch = args.cu_seqlens_q != nullptr ? 1 : args.batch;
+  check_strides("q", args.q_stride, strided_batch, args.seqlen_q, args.heads_q);
+  check_strides("k", args.k_stride, strided_batch, args.seqlen_k, args.heads_kv);
+  check_strides("v", args.v_stride, strided_batch, args.seqlen_k, args.heads_kv);
+  check_strides("o", args.o_stride, strided_batch, args.seqlen_q, args.heads_q);
+}
+
+void fill_mask_params(FwdParams& params, const ForwardArgs& args) {
+  params.block_counts = args.block_counts;
+  params.block_indices = args.block_indices;
+  // Entries of block_counts; a dimension of size 1 is shared (broadcast): stride 0.
+  const long long per_head = args.layout_q_blocks;
+  params.layout_head_stride = args.layout_heads > 1 ? per_head : 0;
+  params.layout_batch_stride = args.layout_batch > 1 ? per_head * args.layout_heads : 0;
+  params.layout_max_blocks = args.layout_max_blocks;
+  params.cu_seqlens_q = args.cu_seqlens_q;
+  params.cu_seqlens_k = args.cu_seqlens_k;
 }
 
 FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
@@ -90,6 +137,7 @@ FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
   params.heads_per_kv = args.heads_q / args.heads_kv;
   params.softmax_scale = static_cast<float>(scale);
   params.scale_log2 = static_cast<float>(scale * kLog2e);
+  fill_mask_params(params, args);
   return params;
 }
 

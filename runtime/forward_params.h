@@ -13,4 +13,7 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args);
 
 FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args);
 
+// The block-sparse layout and varlen fields of `args` into `params` (make_fwd_params calls it).
+void fill_mask_params(FwdParams& params, const ForwardArgs& args);
+
 }  // namespace flashjit::rt

@@ -28,8 +28,8 @@ struct LoadedVariant {
   void* function = nullptr;  // CUfunction
 };
 
-// (alignment in bytes, block_m, block_n, warps, stages)
-using VariantKey = std::tuple<int, int, int, int, int>;
+// (alignment in bytes, block_m, block_n, warps, stages, varlen)
+using VariantKey = std::tuple<int, int, int, int, int, bool>;
 
 class JitKernel final : public Kernel {
  public:
@@ -53,8 +53,8 @@ class JitKernel final : public Kernel {
 
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
-    const LoadedVariant& variant =
-        variant_for(gen::forward_alignment(args), tiles_for(args));
+    const LoadedVariant& variant = variant_for(gen::forward_alignment(args), tiles_for(args),
+                                               args.cu_seqlens_q != nullptr);
     const gen::Plan& plan = variant.compiled->plan;
     FwdParams params = rt::make_fwd_params(plan, args);
     const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);
@@ -115,12 +115,14 @@ class JitKernel final : public Kernel {
 
   // The first call for an (alignment, tiles) pair compiles and loads while holding the lock:
   // other threads launching this kernel need that same variant and would only wait anyway.
-  const LoadedVariant& variant_for(int align_bytes, const Tiles& tiles) {
+  const LoadedVariant& variant_for(int align_bytes, const Tiles& tiles, bool varlen) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const VariantKey key{align_bytes, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages};
+    const VariantKey key{align_bytes, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages,
+                         varlen};
     if (auto found = variants_.find(key); found != variants_.end()) return found->second;
 
-    const gen::Plan plan = gen::make_plan(spec_, target_, align_bytes, &tiles);
+    gen::Plan plan = gen::make_plan(spec_, target_, align_bytes, &tiles);
+    if (varlen) plan = gen::varlen_variant(std::move(plan));
     LoadedVariant variant;
     variant.compiled = compiler_->compile(plan);
     rt::dump_if_requested(*variant.compiled);

@@ -20,4 +20,19 @@ struct FwdParams {
   int heads_per_kv;       // heads_q / heads_kv (GQA group size)
   float scale_log2;       // softmax_scale * log2(e): scores live in the exp2 domain
   float softmax_scale;
+
+  // Block-sparse layout (mask: block_sparse; null otherwise): the list of query block qb of
+  // (b, h) has block_counts[e] entries at block_indices + e * layout_max_blocks, where
+  // e = b * layout_batch_stride + h * layout_head_stride + qb (a broadcast dimension has
+  // stride 0).
+  const int* block_counts;
+  const int* block_indices;
+  long long layout_batch_stride, layout_head_stride;
+  int layout_max_blocks;
+
+  // Variable-length batches: batch + 1 prefix sums of the sequence lengths, or both null.
+  // Sequence b is rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1 of packed tensors; seqlen_q and
+  // seqlen_k above are then the longest sequence's, and LSE is [heads_q, total_q].
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
 };

@@ -9,9 +9,16 @@
 // S accumulators (no trip through shared memory). O is divided by the row sum once, at the
 // end, and LSE = ln(sum exp(scale * s)) is written for a recomputing backward pass.
 //
+// Block masks (block_sparse, pattern) choose whole key tiles: the generator makes block_m
+// divide the mask's query block and block_n its key block, so a CTA's rows lie in one query
+// block and each key tile in one key block, and a visited tile needs no mask of its own
+// (only the sequence end and causal cut inside tiles). Variable-length batches read each
+// sequence's start and length from cu_seqlens.
+//
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
 // kDvSplits, kBlockM, kBlockN, kWarps, kStages, kAlign, kCausal, kWindow, kWindowLeft,
-// kWindowRight.
+// kWindowRight, kBlockSparse, kPattern, kMaskBlockQ, kMaskBlockK, kPatternWindow,
+// kPatternStride, kPatternGlobal, kVarlen.
 #pragma once
 
 #include "common.cuh"
@@ -27,6 +34,43 @@ namespace fj {
 __host__ __device__ constexpr int conflict_free_stride(int cols) {
   const int units = cols / 8;
   return 8 * (units % 2 == 1 ? units : units + 1);
+}
+
+// The key blocks one CTA visits, in visiting order: the blocks `first`, `first + stride`, ...
+// (count1 of them), then `second`, `second + 1`, ... (count2), or with a run-time layout the
+// count1 blocks of `list`. Blocks are mask blocks for block masks and key tiles otherwise.
+struct KeyBlockRuns {
+  int first = 0, stride = 1, count1 = 0;
+  int second = 0, count2 = 0;
+  const int* list = nullptr;
+
+  __device__ __forceinline__ int block(int nth) const {
+    if (list != nullptr) return __ldg(list + nth);
+    return nth < count1 ? first + nth * stride : second + (nth - count1);
+  }
+};
+
+// The key blocks that query block qb sees under pattern P, among the key blocks [0, blocks).
+template <class Cfg>
+__device__ __forceinline__ KeyBlockRuns pattern_runs(int qb, int blocks) {
+  KeyBlockRuns runs;
+  if constexpr (Cfg::kPattern == Pattern::kLocal) {
+    runs.first = max(0, qb - Cfg::kPatternWindow);
+    runs.count1 = max(0, min(blocks, qb + Cfg::kPatternWindow + 1) - runs.first);
+  } else if constexpr (Cfg::kPattern == Pattern::kStrided) {
+    runs.first = qb % Cfg::kPatternStride;
+    runs.stride = Cfg::kPatternStride;
+    runs.count1 = runs.first < blocks ? (blocks - runs.first + runs.stride - 1) / runs.stride : 0;
+  } else if constexpr (Cfg::kPattern == Pattern::kGlobalLocal) {
+    if (qb < Cfg::kPatternGlobal) {  // a global query block sees every key block
+      runs.count1 = blocks;
+    } else {  // the global key blocks, then the band right of them
+      runs.count1 = min(Cfg::kPatternGlobal, blocks);
+      runs.second = max(Cfg::kPatternGlobal, qb - Cfg::kPatternWindow);
+      runs.count2 = max(0, min(blocks, qb + Cfg::kPatternWindow + 1) - runs.second);
+    }
+  }
+  return runs;
 }
 
 template <class Cfg>
@@ -48,6 +92,13 @@ struct Sm80FwdLayout {
   static_assert(Cfg::kBlockN % 16 == 0, "key blocks are whole k16 steps");
   static_assert(Cfg::kDqkPad % 16 == 0 && Cfg::kDvSlice % 16 == 0, "padded head dims");
   static_assert(Cfg::kStages >= 2, "the pipeline needs two stages");
+
+  static constexpr bool kBlockMask = Cfg::kBlockSparse || Cfg::kPattern != Pattern::kNone;
+  // Key tiles per visited block: a mask block holds whole tiles (see the file comment).
+  static constexpr int kTilesPerBlock = kBlockMask ? Cfg::kMaskBlockK / Cfg::kBlockN : 1;
+  static_assert(!kBlockMask || (Cfg::kMaskBlockQ % Cfg::kBlockM == 0 &&
+                                Cfg::kMaskBlockK % Cfg::kBlockN == 0),
+                "tiles lie inside mask blocks");
 };
 
 template <class Cfg>
@@ -74,18 +125,60 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   const int m0 = m_block * kBM;
   const int v_col0 = split * Cfg::kDvSlice;
   const int v_cols = Cfg::kHeadDimV - v_col0;  // valid V columns from v_col0 on
+  // This batch's sequence: with cu_seqlens a slice of the packed tensors, whose length may be
+  // below the longest one the grid was sized for.
+  constexpr bool varlen = Cfg::kVarlen;
+  const int q_start = varlen ? p.cu_seqlens_q[batch] : 0;
+  const int k_start = varlen ? p.cu_seqlens_k[batch] : 0;
+  const int seqlen_q = varlen ? p.cu_seqlens_q[batch + 1] - q_start : p.seqlen_q;
+  const int seqlen_k = varlen ? p.cu_seqlens_k[batch + 1] - k_start : p.seqlen_k;
+  if (varlen && m0 >= seqlen_q) return;  // the whole CTA: no barrier is left waiting
   // Bottom-right causal alignment: row i sees key j iff j <= i + diag.
-  const int diag = p.seqlen_k - p.seqlen_q;
+  const int diag = seqlen_k - seqlen_q;
 
-  const u16* q = static_cast<const u16*>(p.q) + batch * p.q_batch_stride +
-                 head * p.q_head_stride + m0 * p.q_seq_stride;
-  const u16* k = static_cast<const u16*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-  const u16* v = static_cast<const u16*>(p.v) + batch * p.v_batch_stride +
-                 kv_head * p.v_head_stride + v_col0;
+  const long long q_row0 = varlen ? q_start * p.q_seq_stride : batch * p.q_batch_stride;
+  const long long k_row0 = varlen ? k_start * p.k_seq_stride : batch * p.k_batch_stride;
+  const long long v_row0 = varlen ? k_start * p.v_seq_stride : batch * p.v_batch_stride;
+  const long long o_row0 = varlen ? q_start * p.o_seq_stride : batch * p.o_batch_stride;
+  const u16* q = static_cast<const u16*>(p.q) + q_row0 + head * p.q_head_stride +
+                 m0 * p.q_seq_stride;
+  const u16* k = static_cast<const u16*>(p.k) + k_row0 + kv_head * p.k_head_stride;
+  const u16* v = static_cast<const u16*>(p.v) + v_row0 + kv_head * p.v_head_stride + v_col0;
 
-  const KeyBlocks blocks = visible_key_blocks<Cfg>(m0, kBM, kBN, p.seqlen_k, diag);
-  const int first_block = blocks.first;
-  const int n_blocks = blocks.count();
+  const KeyRange keys = visible_keys<Cfg>(m0, kBM, seqlen_k, diag);
+  const int key_begin = keys.begin, key_end = keys.end;
+
+  // The blocks to visit (KeyBlockRuns), each kTilesPerBlock key tiles: step s of the main
+  // loop is tile s % kTilesPerBlock of block s / kTilesPerBlock. Tiles at or past key_end
+  // (a listed block that causal or the sequence end hides) are skipped.
+  constexpr int kTPB = L::kTilesPerBlock;
+  constexpr int kBlockKeys = kTPB * kBN;
+  const int key_blocks = key_end > 0 ? (key_end + kBlockKeys - 1) / kBlockKeys : 0;
+  KeyBlockRuns runs;
+  if constexpr (Cfg::kBlockSparse) {
+    const long long entry = batch * p.layout_batch_stride + head * p.layout_head_stride +
+                            m0 / Cfg::kMaskBlockQ;
+    runs.count1 = min(max(p.block_counts[entry], 0), p.layout_max_blocks);
+    runs.list = p.block_indices + entry * p.layout_max_blocks;
+  } else if constexpr (Cfg::kPattern != Pattern::kNone) {
+    runs = pattern_runs<Cfg>(m0 / Cfg::kMaskBlockQ, key_blocks);
+  } else {
+    runs.first = key_begin / kBN;
+    runs.count1 = max(0, key_blocks - runs.first);
+  }
+  const int n_blocks = (runs.count1 + runs.count2) * kTPB;  // main-loop steps
+  // The first key of step `step`, or -1 when the step is skipped. Without a block mask every
+  // step is a tile of the band: nothing to check (and no register kept for the check).
+  auto step_key0 = [&](int step) {
+    if constexpr (!L::kBlockMask) {
+      return (runs.first + step) * kBN;
+    } else {
+      const int block = runs.block(step / kTPB);
+      if (block < 0 || block >= key_blocks) return -1;
+      const int key0 = (block * kTPB + step % kTPB) * kBN;
+      return key0 < key_end ? key0 : -1;
+    }
+  };
 
   float acc_o[kMT][kOT][4];
   float row_max[kMT][2];  // running max of scale*log2(e)*s; -inf until a key is seen
@@ -100,23 +193,24 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
 
-  // Step `step` of the main loop works on key block first_block + step, in ring slot
+  // Step `step` of the main loop works on the key tile at step_key0(step), in ring slot
   // step % kStages.
   auto load_kv = [&](int step) {
-    const int key0 = (first_block + step) * kBN;
+    const int key0 = step_key0(step);
+    if (L::kBlockMask && key0 < 0) return;  // a skipped step: its commit group stays empty
     load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
         s_k + (step % kStages) * L::kKElems, k + key0 * p.k_seq_stride, p.k_seq_stride,
-        p.seqlen_k - key0, Cfg::kHeadDimQk, tid);
+        seqlen_k - key0, Cfg::kHeadDimQk, tid);
     load_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign>(
         s_v + (step % kStages) * L::kVElems, v + key0 * p.v_seq_stride, p.v_seq_stride,
-        p.seqlen_k - key0, v_cols, tid);
+        seqlen_k - key0, v_cols, tid);
   };
 
   if (n_blocks > 0) {
     // Prologue: Q and the first kStages-1 K/V tiles. One commit group per tile, empty groups
     // included, so that "tile j has landed" is always cp.async.wait_group(kStages - 2).
     load_tile<kBM, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
-        s_q, q, p.q_seq_stride, p.seqlen_q - m0, Cfg::kHeadDimQk, tid);
+        s_q, q, p.q_seq_stride, seqlen_q - m0, Cfg::kHeadDimQk, tid);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < n_blocks) load_kv(s);
@@ -132,6 +226,9 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
     __syncthreads();
     if (j + kStages - 1 < n_blocks) load_kv(j + kStages - 1);
     cp_async_commit();
+    // Uniform over the CTA, so every thread skips together and meets the next barrier.
+    const int key0 = step_key0(j);
+    if (L::kBlockMask && key0 < 0) continue;
 
     const u16* tile_k = s_k + (j % kStages) * L::kKElems;
     const u16* tile_v = s_v + (j % kStages) * L::kVElems;
@@ -170,12 +267,10 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
 
     // ---- mask: keys past the sequence end, (causal) keys right of the diagonal, (window)
     // keys outside the band. Only blocks that cross one of those edges pay for it.
-    const int key0 = (first_block + j) * kBN;
-    if (block_needs_mask<Cfg>(m0, kBM, key0, kBN, p.seqlen_k, diag)) {
+    if (block_needs_mask<Cfg>(m0, kBM, key0, kBN, seqlen_k, diag)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
-        mask_scores<Cfg>(s[mt], m0 + warp_row0 + mt * 16 + lane / 4, key0, p.seqlen_k, diag,
-                         lane);
+        mask_scores<Cfg>(s[mt], m0 + warp_row0 + mt * 16 + lane / 4, key0, seqlen_k, diag, lane);
     }
 
     // ---- online softmax: new running max, rescale what was accumulated, P = exp2(...)
@@ -215,16 +310,18 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   cp_async_wait<0>();  // only empty groups can remain; leave none in flight at exit
 
   // ---- epilogue: O / l to the output type, LSE in natural log.
-  u16* o = static_cast<u16*>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
-           m0 * p.o_seq_stride + v_col0;
-  float* lse = split == 0 && p.lse != nullptr
-                   ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q + m0
-                   : nullptr;
+  u16* o = static_cast<u16*>(p.o) + o_row0 + head * p.o_head_stride + m0 * p.o_seq_stride +
+           v_col0;
+  // LSE is [batch, heads_q, seqlen_q], or with cu_seqlens [heads_q, total_q].
+  const long long lse_row0 =
+      varlen ? static_cast<long long>(head) * p.cu_seqlens_q[p.batch] + q_start
+             : (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q;
+  float* lse = split == 0 && p.lse != nullptr ? p.lse + lse_row0 + m0 : nullptr;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     const int r = warp_row0 + mt * 16;
-    store_rows<Cfg>(acc_o[mt], row_max[mt], row_sum[mt], o + r * p.o_seq_stride,
-                    p.o_seq_stride, m0 + r, p.seqlen_q, v_cols, lse ? lse + r : nullptr, lane);
+    store_rows<Cfg>(acc_o[mt], row_max[mt], row_sum[mt], o + r * p.o_seq_stride, p.o_seq_stride,
+                    m0 + r, seqlen_q, v_cols, lse ? lse + r : nullptr, lane);
   }
 }
 

@@ -82,6 +82,12 @@ struct Smem {
   }
 };
 
+// The key blocks [first, end) the CTA visits.
+struct KeyBlocks {
+  int first, end;
+  __device__ int count() const { return end > first ? end - first : 0; }
+};
+
 // Where the CTA sits in the problem.
 struct Block {
   int m0, head, kv_head, batch, split, v_col0, diag;
@@ -276,7 +282,8 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
   b.kv_head = b.head / p.heads_per_kv;
   b.v_col0 = b.split * Cfg::kDvSlice;
   b.diag = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
-  b.keys = visible_key_blocks<Cfg>(b.m0, Cfg::kBlockM, Cfg::kBlockN, p.seqlen_k, b.diag);
+  const KeyRange keys = visible_keys<Cfg>(b.m0, Cfg::kBlockM, p.seqlen_k, b.diag);
+  b.keys = {keys.begin / Cfg::kBlockN, keys.end > 0 ? (keys.end + Cfg::kBlockN - 1) / Cfg::kBlockN : 0};
 
   // Read from lane 0 so that ptxas sees a warp-uniform value: wgmma in a branch it cannot
   // prove uniform gets serialised (ptxas C7520).

@@ -8,21 +8,24 @@
 
 namespace fj {
 
-// The key blocks [first, end) that any of `rows` query rows from row0 can see: row i sees
-// keys up to i + diag (causal) or i + diag + kWindowRight (window), and from i + diag -
-// kWindowLeft on (window). Blocks outside that band are never loaded.
-struct KeyBlocks {
-  int first, end;
-  __device__ int count() const { return end > first ? end - first : 0; }
+// Compiled-in block patterns over query block qb and key block kb (configs/README.md):
+// local: |qb - kb| <= window; strided: qb - kb a multiple of stride; global_local: kb <
+// global, qb < global, or |qb - kb| <= window. Every kernel's KernelConfig names one.
+enum class Pattern { kNone, kLocal, kStrided, kGlobalLocal };
+
+// The keys [begin, end) that any of `rows` query rows from row0 can see: row i sees keys
+// up to i + diag (causal) or i + diag + kWindowRight (window), and from i + diag -
+// kWindowLeft on (window). Key tiles outside that band are never loaded.
+struct KeyRange {
+  int begin, end;
 };
 template <class Cfg>
-__device__ __forceinline__ KeyBlocks visible_key_blocks(int row0, int rows, int block_n,
-                                                        int seqlen_k, int diag) {
-  int key_end = seqlen_k;
-  if (Cfg::kCausal) key_end = min(key_end, row0 + rows + diag);
-  if (Cfg::kWindow) key_end = min(key_end, row0 + rows + diag + Cfg::kWindowRight);
-  const int key_begin = Cfg::kWindow ? max(0, row0 + diag - Cfg::kWindowLeft) : 0;
-  return {key_begin / block_n, key_end > 0 ? (key_end + block_n - 1) / block_n : 0};
+__device__ __forceinline__ KeyRange visible_keys(int row0, int rows, int seqlen_k, int diag) {
+  int end = seqlen_k;
+  if (Cfg::kCausal) end = min(end, row0 + rows + diag);
+  if (Cfg::kWindow) end = min(end, row0 + rows + diag + Cfg::kWindowRight);
+  const int begin = Cfg::kWindow ? max(0, row0 + diag - Cfg::kWindowLeft) : 0;
+  return {begin, end};
 }
 
 // -inf for the scores of keys a row must not see: past the sequence end, right of the

@@ -36,10 +36,32 @@ TensorStrides strides_for(int seqlen, int heads, int64_t head_stride) {
   return s;
 }
 
+bool is_varlen(const Shape& shape) { return !shape.seqlens_q.empty(); }
+
+int sum(const std::vector<int>& values) {
+  int total = 0;
+  for (int x : values) total += x;
+  return total;
+}
+
+// A varlen batch is one "batch" of packed rows (total tokens); a fixed one has `batch` of
+// seqlen rows each.
+int batches(const Shape& s) { return is_varlen(s) ? 1 : s.batch; }
+int q_rows(const Shape& s) { return is_varlen(s) ? sum(s.seqlens_q) : s.seqlen_q; }
+int k_rows(const Shape& s) { return is_varlen(s) ? sum(s.seqlens_k) : s.seqlen_k; }
+
+std::vector<int> prefix_sums(const std::vector<int>& lengths) {
+  std::vector<int> cu{0};
+  for (int n : lengths) cu.push_back(cu.back() + n);
+  return cu;
+}
+
 Placement place(const Spec& spec, const Shape& shape) {
   const int dqk = spec.head_dim_qk, dv = spec.head_dim_v;
   Placement p;
   if (shape.layout == Layout::PackedQkv) {
+    if (is_varlen(shape))
+      throw Error(ErrorKind::Shape, "varlen shapes take the contiguous or padded-heads layout");
     if (shape.seqlen_q != shape.seqlen_k || dqk != dv)
       throw Error(ErrorKind::Shape,
                   fmt::format("packed QKV layout needs seqlen_q == seqlen_k and head_dim_qk == "
@@ -57,14 +79,17 @@ Placement place(const Spec& spec, const Shape& shape) {
   }
   const int pad = shape.layout == Layout::PaddedHeads ? shape.head_pad : 0;
   if (pad < 0) throw Error(ErrorKind::Shape, fmt::format("head_pad {} is negative", pad));
-  p.q = strides_for(shape.seqlen_q, shape.heads_q, dqk + pad);
-  p.k = strides_for(shape.seqlen_k, shape.heads_kv, dqk + pad);
-  p.v = strides_for(shape.seqlen_k, shape.heads_kv, dv + pad);
-  p.o = strides_for(shape.seqlen_q, shape.heads_q, dv + pad);
-  p.k_offset = align_up(shape.batch * p.q.batch, kTensorAlignElements);
-  p.v_offset = align_up(p.k_offset + shape.batch * p.k.batch, kTensorAlignElements);
-  p.input_elements = p.v_offset + shape.batch * p.v.batch;
-  p.o_elements = shape.batch * p.o.batch;
+  // max(1, rows): an all-empty varlen batch still gets a (never read) row.
+  const int nq = std::max(1, q_rows(shape)), nk = std::max(1, k_rows(shape));
+  p.q = strides_for(nq, shape.heads_q, dqk + pad);
+  p.k = strides_for(nk, shape.heads_kv, dqk + pad);
+  p.v = strides_for(nk, shape.heads_kv, dv + pad);
+  p.o = strides_for(nq, shape.heads_q, dv + pad);
+  const int n = batches(shape);
+  p.k_offset = align_up(n * p.q.batch, kTensorAlignElements);
+  p.v_offset = align_up(p.k_offset + n * p.k.batch, kTensorAlignElements);
+  p.input_elements = p.v_offset + n * p.v.batch;
+  p.o_elements = n * p.o.batch;
   return p;
 }
 
@@ -103,6 +128,53 @@ Tolerances make_tolerances(DType dtype) {
   return t;
 }
 
+// Shape checks beyond the sizes: varlen lengths and the block-sparse matrix.
+void check_mask_shape(const Spec& spec, const Shape& shape) {
+  if (is_varlen(shape)) {
+    const auto fits = [&](const std::vector<int>& lengths, int longest) {
+      return static_cast<int>(lengths.size()) == shape.batch &&
+             std::all_of(lengths.begin(), lengths.end(), [](int n) { return n >= 0; }) &&
+             longest == std::max(1, *std::max_element(lengths.begin(), lengths.end()));
+    };
+    if (!fits(shape.seqlens_q, shape.seqlen_q) || !fits(shape.seqlens_k, shape.seqlen_k))
+      throw Error(ErrorKind::Shape,
+                  fmt::format("varlen shape: seqlens_q [{}] and seqlens_k [{}] must hold batch = "
+                              "{} lengths >= 0 whose maxima (at least 1) are seqlen_q {} and "
+                              "seqlen_k {} (use varlen_shape)",
+                              fmt::join(shape.seqlens_q, ", "), fmt::join(shape.seqlens_k, ", "),
+                              shape.batch, shape.seqlen_q, shape.seqlen_k));
+  }
+  if (spec.mask != MaskKind::BlockSparse) {
+    if (!shape.block_visible.empty())
+      throw Error(ErrorKind::Shape, fmt::format("a block layout is given but spec {} has mask {}",
+                                                spec.name, to_string(spec.mask)));
+    return;
+  }
+  if (shape.block_visible.empty()) return;  // drawn at random by run_attention
+  const size_t want = static_cast<size_t>(shape.layout_batch) * shape.layout_heads *
+                      ((shape.seqlen_q + spec.block_q - 1) / spec.block_q) *
+                      ((shape.seqlen_k + spec.block_k - 1) / spec.block_k);
+  if (shape.block_visible.size() != want)
+    throw Error(ErrorKind::Shape,
+                fmt::format("block_visible holds {} entries; layout {} x {} of {}x{} blocks over "
+                            "seqlens {} / {} needs {}", shape.block_visible.size(),
+                            shape.layout_batch, shape.layout_heads, spec.block_q, spec.block_k,
+                            shape.seqlen_q, shape.seqlen_k, want));
+}
+
+// The shape with a random block layout (density 1/2, one for all batches and heads) when a
+// block_sparse spec has none; drawn from its own generator so the inputs stay those of `seed`.
+Shape with_layout(const Spec& spec, Shape shape, uint64_t seed) {
+  if (spec.mask != MaskKind::BlockSparse || !shape.block_visible.empty()) return shape;
+  const int q_blocks = (shape.seqlen_q + spec.block_q - 1) / spec.block_q;
+  const int k_blocks = (shape.seqlen_k + spec.block_k - 1) / spec.block_k;
+  std::mt19937_64 engine(seed);
+  shape.layout_batch = shape.layout_heads = 1;
+  shape.block_visible.resize(static_cast<size_t>(q_blocks) * k_blocks);
+  for (uint8_t& x : shape.block_visible) x = static_cast<uint8_t>(engine() & 1);
+  return shape;
+}
+
 AttentionProblem problem_of(const Spec& spec, const Shape& shape) {
   AttentionProblem p;
   p.batch = shape.batch;
@@ -116,6 +188,26 @@ AttentionProblem problem_of(const Spec& spec, const Shape& shape) {
   p.window = spec.mask == MaskKind::SlidingWindow;
   p.window_left = spec.window_left;
   p.window_right = spec.window_right;
+  if (is_varlen(shape)) {
+    p.cu_seqlens_q = prefix_sums(shape.seqlens_q);
+    p.cu_seqlens_k = prefix_sums(shape.seqlens_k);
+  }
+  if (spec.mask == MaskKind::BlockSparse || spec.mask == MaskKind::Pattern) {
+    p.block_q = spec.block_q;
+    p.block_k = spec.block_k;
+    p.q_blocks = (shape.seqlen_q + spec.block_q - 1) / spec.block_q;
+    p.k_blocks = (shape.seqlen_k + spec.block_k - 1) / spec.block_k;
+    if (spec.mask == MaskKind::Pattern) {
+      p.block_visible = pattern_block_matrix(spec, p.q_blocks, p.k_blocks);
+    } else {
+      if (shape.block_visible.empty())
+        throw Error(ErrorKind::Shape, fmt::format("spec {} is block_sparse: the shape needs its "
+                                                  "block_visible layout", spec.name));
+      p.block_batch = shape.layout_batch;
+      p.block_heads = shape.layout_heads;
+      p.block_visible = shape.block_visible;
+    }
+  }
   return p;
 }
 
@@ -125,9 +217,11 @@ void check_user_inputs(const Spec& spec, const Shape& shape, const UserInputs& i
       throw Error(ErrorKind::Shape, fmt::format("{} holds {} values, the shape needs {}", name,
                                                 got, want));
   };
-  expect("q", in.q.size(), int64_t{shape.batch} * shape.seqlen_q * shape.heads_q * spec.head_dim_qk);
-  expect("k", in.k.size(), int64_t{shape.batch} * shape.seqlen_k * shape.heads_kv * spec.head_dim_qk);
-  expect("v", in.v.size(), int64_t{shape.batch} * shape.seqlen_k * shape.heads_kv * spec.head_dim_v);
+  const int64_t nq = int64_t{batches(shape)} * q_rows(shape);
+  const int64_t nk = int64_t{batches(shape)} * k_rows(shape);
+  expect("q", in.q.size(), nq * shape.heads_q * spec.head_dim_qk);
+  expect("k", in.k.size(), nk * shape.heads_kv * spec.head_dim_qk);
+  expect("v", in.v.size(), nk * shape.heads_kv * spec.head_dim_v);
 }
 
 std::string describe_failure(const RunResult& r, const Tolerances& t) {
@@ -169,24 +263,39 @@ const char* to_string(Layout layout) {
 
 Tolerances tolerances_for(DType dtype) { return make_tolerances(dtype); }
 
-double forward_flops(const Spec& spec, const Shape& shape) {
-  const AttentionProblem p = problem_of(spec, shape);
-  double pairs = 0;
-  for (int i = 0; i < p.seqlen_q; ++i) pairs += p.visible_keys(i);
-  return 2.0 * shape.batch * shape.heads_q * pairs * (spec.head_dim_qk + spec.head_dim_v);
+Shape varlen_shape(int heads_q, int heads_kv, std::vector<int> seqlens_q,
+                   std::vector<int> seqlens_k) {
+  Shape s;
+  s.batch = static_cast<int>(seqlens_q.size());
+  s.heads_q = heads_q;
+  s.heads_kv = heads_kv;
+  const auto longest = [](const std::vector<int>& v) {
+    return v.empty() ? 1 : std::max(1, *std::max_element(v.begin(), v.end()));
+  };
+  s.seqlen_q = longest(seqlens_q);
+  s.seqlen_k = longest(seqlens_k);
+  s.seqlens_q = std::move(seqlens_q);
+  s.seqlens_k = std::move(seqlens_k);
+  return s;
 }
 
-RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& shape,
+double forward_flops(const Spec& spec, const Shape& shape) {
+  return 2.0 * problem_of(spec, shape).visible_pairs() * (spec.head_dim_qk + spec.head_dim_v);
+}
+
+RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& given_shape,
                         const RunOptions& options, const UserInputs* inputs) {
-  if (shape.batch < 1 || shape.heads_q < 1 || shape.heads_kv < 1 || shape.seqlen_q < 1 ||
-      shape.seqlen_k < 1 || shape.heads_q % shape.heads_kv != 0)
+  if (given_shape.batch < 1 || given_shape.heads_q < 1 || given_shape.heads_kv < 1 ||
+      given_shape.seqlen_q < 1 || given_shape.seqlen_k < 1 ||
+      given_shape.heads_q % given_shape.heads_kv != 0)
     throw Error(ErrorKind::Shape,
                 fmt::format("shape batch {} heads_q {} heads_kv {} seqlen_q {} seqlen_k {}: all "
                             "must be >= 1 and heads_q a multiple of heads_kv",
-                            shape.batch, shape.heads_q, shape.heads_kv, shape.seqlen_q,
-                            shape.seqlen_k));
-  if (inputs) check_user_inputs(spec, shape, *inputs);
-  const Placement at = place(spec, shape);
+                            given_shape.batch, given_shape.heads_q, given_shape.heads_kv,
+                            given_shape.seqlen_q, given_shape.seqlen_k));
+  check_mask_shape(spec, given_shape);
+  if (inputs) check_user_inputs(spec, given_shape, *inputs);
+  const Placement at = place(spec, given_shape);
   const DType dtype = spec.dtype;
   const int dqk = spec.head_dim_qk, dv = spec.head_dim_v;
   RunResult result;
@@ -196,23 +305,27 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& shape,
   std::vector<uint16_t> image(at.input_elements, kPoison16);
   RandomInputs random(options.seed, options.distribution);
   result.seed = inputs ? 0 : random.seed();
+  const Shape shape = with_layout(spec, given_shape, random.seed());
+  const bool varlen = is_varlen(shape);
   const auto fill = [&](int64_t offset, int seqlen, int heads, int dim, const TensorStrides& s,
                         const std::vector<float>* user) {
     size_t n = 0;
-    for_each_element(shape.batch, seqlen, heads, dim, s, [&](int64_t e) {
+    for_each_element(batches(shape), seqlen, heads, dim, s, [&](int64_t e) {
       image[offset + e] = encode(dtype, user ? (*user)[n++] : random.next(dtype));
     });
   };
-  fill(at.q_offset, shape.seqlen_q, shape.heads_q, dqk, at.q, inputs ? &inputs->q : nullptr);
-  fill(at.k_offset, shape.seqlen_k, shape.heads_kv, dqk, at.k, inputs ? &inputs->k : nullptr);
-  fill(at.v_offset, shape.seqlen_k, shape.heads_kv, dv, at.v, inputs ? &inputs->v : nullptr);
+  const int nq = q_rows(shape), nk = k_rows(shape);
+  fill(at.q_offset, nq, shape.heads_q, dqk, at.q, inputs ? &inputs->q : nullptr);
+  fill(at.k_offset, nk, shape.heads_kv, dqk, at.k, inputs ? &inputs->k : nullptr);
+  fill(at.v_offset, nk, shape.heads_kv, dv, at.v, inputs ? &inputs->v : nullptr);
 
   rt::Driver& driver = rt::Driver::get();
   driver.make_current();
   rt::DeviceBuffer input(image.size() * sizeof(uint16_t));
   driver.copy_to_device(input.ptr(), image.data(), input.size());
   const int64_t o_total = at.o_elements + kGuardElements;
-  const int64_t lse_count = int64_t{shape.batch} * shape.heads_q * shape.seqlen_q;
+  // [batch, heads_q, seqlen_q], or [heads_q, total_q] for varlen: batches x heads x rows.
+  const int64_t lse_count = int64_t{batches(shape)} * shape.heads_q * nq;
   const int64_t lse_total = lse_count + kGuardElements;
   rt::DeviceBuffer o(o_total * sizeof(uint16_t));
   rt::DeviceBuffer lse(lse_total * sizeof(float));
@@ -239,6 +352,38 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& shape,
   args.v_stride = at.v;
   args.o_stride = at.o;
 
+  // The int32 side inputs: varlen prefix sums, the block-sparse layout.
+  std::vector<int32_t> side;
+  std::vector<int32_t> cu_q = prefix_sums(shape.seqlens_q), cu_k = prefix_sums(shape.seqlens_k);
+  BlockLayout layout;
+  if (spec.mask == MaskKind::BlockSparse)
+    layout = block_layout_from_dense(shape.block_visible, shape.layout_batch, shape.layout_heads,
+                                     (shape.seqlen_q + spec.block_q - 1) / spec.block_q,
+                                     (shape.seqlen_k + spec.block_k - 1) / spec.block_k);
+  const size_t cu_k_at = cu_q.size(), counts_at = cu_k_at + cu_k.size();
+  const size_t indices_at = counts_at + layout.counts.size();
+  side.insert(side.end(), cu_q.begin(), cu_q.end());
+  side.insert(side.end(), cu_k.begin(), cu_k.end());
+  side.insert(side.end(), layout.counts.begin(), layout.counts.end());
+  side.insert(side.end(), layout.indices.begin(), layout.indices.end());
+  rt::DeviceBuffer side_buffer(side.size() * sizeof(int32_t));
+  driver.copy_to_device(side_buffer.ptr(), side.data(), side_buffer.size());
+  const auto side_ptr = [&](size_t offset) {
+    return reinterpret_cast<const int32_t*>(side_buffer.ptr() + offset * sizeof(int32_t));
+  };
+  if (varlen) {
+    args.cu_seqlens_q = side_ptr(0);
+    args.cu_seqlens_k = side_ptr(cu_k_at);
+  }
+  if (spec.mask == MaskKind::BlockSparse) {
+    args.block_counts = side_ptr(counts_at);
+    args.block_indices = side_ptr(indices_at);
+    args.layout_batch = layout.batch;
+    args.layout_heads = layout.heads;
+    args.layout_q_blocks = layout.q_blocks;
+    args.layout_max_blocks = layout.max_blocks;
+  }
+
   std::shared_ptr<Kernel> kernel = runtime.kernel(spec);
   kernel->forward(args, nullptr);
   driver.synchronize();
@@ -250,9 +395,9 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& shape,
 
   // O in logical order; every element outside the logical tensor must still be poison.
   std::vector<float> o_got;
-  o_got.reserve(static_cast<size_t>(shape.batch) * shape.seqlen_q * shape.heads_q * dv);
+  o_got.reserve(static_cast<size_t>(batches(shape)) * nq * shape.heads_q * dv);
   std::vector<bool> logical(o_total, false);
-  for_each_element(shape.batch, shape.seqlen_q, shape.heads_q, dv, at.o, [&](int64_t e) {
+  for_each_element(batches(shape), nq, shape.heads_q, dv, at.o, [&](int64_t e) {
     o_got.push_back(decode(dtype, o_image[e]));
     logical[e] = true;
   });

@@ -28,7 +28,21 @@ struct Shape {
   int batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1;
   Layout layout = Layout::Contiguous;
   int head_pad = 8;  // PaddedHeads only
+  // mask: block_sparse only: the layout as a dense block matrix [layout_batch, layout_heads,
+  // ceil(seqlen_q / block_q), ceil(seqlen_k / block_k)] (nonzero: visible), layout_batch 1
+  // or batch and layout_heads 1 or heads_q. Empty: a random layout of density 1/2 drawn
+  // from the run's seed, shared by every batch and head.
+  std::vector<uint8_t> block_visible;
+  int layout_batch = 1, layout_heads = 1;
+  // A variable-length batch: each sequence's lengths (see varlen_shape); empty: every
+  // sequence has seqlen_q / seqlen_k. Contiguous or PaddedHeads layout only.
+  std::vector<int> seqlens_q, seqlens_k;
 };
+
+// A variable-length batch of seqlens_q.size() sequences (packed tensors, cu_seqlens); the
+// shape's seqlen_q / seqlen_k are the longest lengths (at least 1, which the grid needs).
+Shape varlen_shape(int heads_q, int heads_kv, std::vector<int> seqlens_q,
+                   std::vector<int> seqlens_k);
 
 // The user's tensors, contiguous [batch, seq, heads, dim], already rounded to the dtype.
 struct UserInputs {
@@ -65,7 +79,7 @@ struct RunResult {
 };
 
 // Exact FLOP count of the forward pass (DESIGN.md): 2 * (Dqk + Dv) per visible (query, key)
-// pair, over every batch and query head.
+// pair, over every batch and query head. A block_sparse shape needs its block_visible.
 double forward_flops(const Spec& spec, const Shape& shape);
 
 // Throws Error(Shape) if the shape does not fit the layout, Error(NoDevice) without a GPU,

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
+
+#include <fmt/format.h>
 
 namespace flashjit::verify {
 
@@ -103,14 +106,22 @@ void attend_rows(const AttentionProblem& p, const KvPanel& panel, const HostView
                   row_begin + r;
     std::fill(row, row + first, 0.0);
     std::fill(row + end, row + keys, 0.0);
-    if (end == first) {
+    std::vector<bool> sees(end > first ? end - first : 0);
+    bool any = false;
+    for (int j = first; j < end; ++j) {
+      sees[j - first] = p.block_visible_at(b, h, row_begin + r, j);
+      any = any || sees[j - first];
+    }
+    if (!any) {
+      std::fill(row + first, row + end, 0.0);
       *lse = -std::numeric_limits<double>::infinity();
       continue;
     }
     double max_score = -std::numeric_limits<double>::infinity();
-    for (int j = first; j < end; ++j) max_score = std::max(max_score, row[j] * scale);
+    for (int j = first; j < end; ++j)
+      if (sees[j - first]) max_score = std::max(max_score, row[j] * scale);
     for (int j = first; j < end; ++j) {
-      row[j] = std::exp(row[j] * scale - max_score);
+      row[j] = sees[j - first] ? std::exp(row[j] * scale - max_score) : 0.0;
       sums[r] += row[j];
     }
     *lse = max_score + std::log(sums[r]);
@@ -137,7 +148,130 @@ void parallel_for(int count, int threads, Fn fn) {
   worker();
 }
 
+// Sequence s of a variable-length problem as a fixed-length problem of batch 1 (its own slice
+// of a per-batch block mask).
+AttentionProblem sequence_problem(const AttentionProblem& p, int s) {
+  AttentionProblem one = p;
+  one.batch = 1;
+  one.seqlen_q = p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s];
+  one.seqlen_k = p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s];
+  one.cu_seqlens_q.clear();
+  one.cu_seqlens_k.clear();
+  if (p.block_q != 0 && p.block_batch > 1) {
+    const size_t per_batch = static_cast<size_t>(p.block_heads) * p.q_blocks * p.k_blocks;
+    one.block_batch = 1;
+    one.block_visible.assign(p.block_visible.begin() + static_cast<std::ptrdiff_t>(s * per_batch),
+                             p.block_visible.begin() +
+                                 static_cast<std::ptrdiff_t>((s + 1) * per_batch));
+  }
+  return one;
+}
+
+ReferenceOutput forward_fixed(const AttentionProblem& p, HostView q, HostView k, HostView v,
+                              int threads) {
+  const int group = p.heads_q / p.heads_kv;
+
+  std::vector<KvPanel> panels(static_cast<size_t>(p.batch) * p.heads_kv);
+  parallel_for(static_cast<int>(panels.size()), threads, [&](int task) {
+    panels[task] = make_panel(p, k, v, task / p.heads_kv, task % p.heads_kv);
+  });
+
+  ReferenceOutput out;
+  out.o.resize(static_cast<size_t>(p.batch) * p.seqlen_q * p.heads_q * p.head_dim_v);
+  out.lse.resize(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q);
+  const int row_blocks = (p.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
+  parallel_for(p.batch * p.heads_q * row_blocks, threads, [&](int task) {
+    const int block = task % row_blocks;
+    const int h = (task / row_blocks) % p.heads_q;
+    const int b = task / row_blocks / p.heads_q;
+    const KvPanel& panel = panels[static_cast<size_t>(b) * p.heads_kv + h / group];
+    const int row_begin = block * kRowsPerTask;
+    attend_rows(p, panel, q, b, h, row_begin, std::min(p.seqlen_q, row_begin + kRowsPerTask), out);
+  });
+  return out;
+}
+
+// Each sequence on its own, scattered into the packed outputs.
+ReferenceOutput forward_varlen(const AttentionProblem& p, HostView q, HostView k, HostView v,
+                               int threads) {
+  const int total_q = p.cu_seqlens_q.back();
+  ReferenceOutput out;
+  out.o.assign(static_cast<size_t>(total_q) * p.heads_q * p.head_dim_v, 0.0);
+  out.lse.assign(static_cast<size_t>(p.heads_q) * total_q, 0.0);
+  for (int s = 0; s < p.batch; ++s) {
+    const AttentionProblem one = sequence_problem(p, s);
+    if (one.seqlen_q == 0) continue;
+    const auto at = [](HostView view, int row) {
+      view.data += row * view.stride.seq;
+      return view;
+    };
+    const int q0 = p.cu_seqlens_q[s];
+    const ReferenceOutput part = forward_fixed(one, at(q, q0), at(k, p.cu_seqlens_k[s]),
+                                               at(v, p.cu_seqlens_k[s]), threads);
+    std::copy(part.o.begin(), part.o.end(),
+              out.o.begin() + static_cast<std::ptrdiff_t>(q0) * p.heads_q * p.head_dim_v);
+    for (int h = 0; h < p.heads_q; ++h)
+      std::copy_n(part.lse.begin() + static_cast<std::ptrdiff_t>(h) * one.seqlen_q, one.seqlen_q,
+                  out.lse.begin() + static_cast<std::ptrdiff_t>(h) * total_q + q0);
+  }
+  return out;
+}
+
 }  // namespace
+
+bool AttentionProblem::block_visible_at(int b, int h, int i, int j) const {
+  if (block_q == 0) return true;
+  const int qb = i / block_q, kb = j / block_k;
+  if (qb >= q_blocks || kb >= k_blocks) return false;
+  const size_t row = (static_cast<size_t>(block_batch > 1 ? b : 0) * block_heads +
+                      (block_heads > 1 ? h : 0)) * q_blocks + qb;
+  return block_visible[row * k_blocks + kb] != 0;
+}
+
+double AttentionProblem::visible_pairs() const {
+  double total = 0;
+  if (!cu_seqlens_q.empty()) {
+    for (int s = 0; s < batch; ++s) total += sequence_problem(*this, s).visible_pairs();
+    return total;
+  }
+  // Without a per-batch or per-head mask every batch and head sees the same pairs.
+  const int batches = block_q != 0 ? block_batch : 1;
+  const int heads = block_q != 0 ? block_heads : 1;
+  for (int b = 0; b < batches; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < seqlen_q; ++i) {
+        const int first = first_key(i), end = end_key(i);
+        if (block_q == 0) {
+          total += end - first;
+          continue;
+        }
+        for (int kb = first / block_k; kb * block_k < end; ++kb)
+          if (block_visible_at(b, h, i, kb * block_k))
+            total += std::min(end, (kb + 1) * block_k) - std::max(first, kb * block_k);
+      }
+  return total * (static_cast<double>(batch) / batches) * (static_cast<double>(heads_q) / heads);
+}
+
+std::vector<uint8_t> pattern_block_matrix(const Spec& spec, int q_blocks, int k_blocks) {
+  std::vector<uint8_t> visible(static_cast<size_t>(q_blocks) * k_blocks, 0);
+  for (int qb = 0; qb < q_blocks; ++qb)
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      const int distance = std::abs(qb - kb);
+      bool sees = false;
+      switch (spec.pattern) {
+        case PatternKind::Local: sees = distance <= spec.pattern_window; break;
+        case PatternKind::Strided: sees = distance % spec.pattern_stride == 0; break;
+        case PatternKind::GlobalLocal:
+          sees = kb < spec.pattern_global || qb < spec.pattern_global ||
+                 distance <= spec.pattern_window;
+          break;
+        case PatternKind::None:
+          throw Error(ErrorKind::Usage, fmt::format("spec {} has no pattern", spec.name));
+      }
+      visible[static_cast<size_t>(qb) * k_blocks + kb] = sees ? 1 : 0;
+    }
+  return visible;
+}
 
 double AttentionProblem::scale() const {
   return softmax_scale != 0 ? softmax_scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
@@ -160,26 +294,8 @@ int AttentionProblem::end_key(int i) const {
 ReferenceOutput reference_forward(const AttentionProblem& p, HostView q, HostView k, HostView v,
                                   int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int group = p.heads_q / p.heads_kv;
-
-  std::vector<KvPanel> panels(static_cast<size_t>(p.batch) * p.heads_kv);
-  parallel_for(static_cast<int>(panels.size()), threads, [&](int task) {
-    panels[task] = make_panel(p, k, v, task / p.heads_kv, task % p.heads_kv);
-  });
-
-  ReferenceOutput out;
-  out.o.resize(static_cast<size_t>(p.batch) * p.seqlen_q * p.heads_q * p.head_dim_v);
-  out.lse.resize(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q);
-  const int row_blocks = (p.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
-  parallel_for(p.batch * p.heads_q * row_blocks, threads, [&](int task) {
-    const int block = task % row_blocks;
-    const int h = (task / row_blocks) % p.heads_q;
-    const int b = task / row_blocks / p.heads_q;
-    const KvPanel& panel = panels[static_cast<size_t>(b) * p.heads_kv + h / group];
-    const int row_begin = block * kRowsPerTask;
-    attend_rows(p, panel, q, b, h, row_begin, std::min(p.seqlen_q, row_begin + kRowsPerTask), out);
-  });
-  return out;
+  return p.cu_seqlens_q.empty() ? forward_fixed(p, q, k, v, threads)
+                                : forward_varlen(p, q, k, v, threads);
 }
 
 }  // namespace flashjit::verify

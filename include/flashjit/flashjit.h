@@ -42,11 +42,24 @@ enum class MaskKind {
   None,
   SlidingWindow,  // query i sees key j iff i + d - window_left <= j <= i + d + window_right,
                   // d = seqlen_k - seqlen_q (bottom-right aligned, as causal)
+  BlockSparse,    // query i sees key j iff key block j / block_k is listed for query block
+                  // i / block_q in the run-time layout (ForwardArgs::block_counts/indices)
+  Pattern,        // a block pattern compiled into the kernel (PatternKind, configs/README.md)
+};
+
+// Compiled-in block patterns (mask: {pattern: {kind: ...}}), over query block qb = i / block
+// and key block kb = j / block (configs/README.md has the exact definitions).
+enum class PatternKind {
+  None,         // the mask is not a pattern
+  Local,        // |qb - kb| <= pattern_window
+  Strided,      // (qb - kb) is a multiple of pattern_stride
+  GlobalLocal,  // kb < pattern_global, or qb < pattern_global, or |qb - kb| <= pattern_window
 };
 
 const char* to_string(DType dtype);  // "fp16" | "bf16"
 const char* to_string(Arch arch);    // "auto" | "sm80" | "sm90a"
-const char* to_string(MaskKind mask);  // "none" | "sliding_window"
+const char* to_string(MaskKind mask);  // "none" | "sliding_window" | "block_sparse" | "pattern"
+const char* to_string(PatternKind kind);  // "none" | "local" | "strided" | "global_local"
 
 // Tile configuration of the sm80 path; all zero means "auto" (heuristic or tune DB).
 struct Tiles {
@@ -74,6 +87,14 @@ struct Spec {
   // Other targets always run the sm80 kernel.
   bool warp_specialization = true;
   Tiles tiles;                       // auto unless given
+  // Block masks. block_sparse: the mask block of the run-time layout is block_q query rows by
+  // block_k keys. pattern: block_q == block_k == the pattern's block. 0 for other masks.
+  int block_q = 0;
+  int block_k = 0;
+  PatternKind pattern = PatternKind::None;  // set iff mask == Pattern
+  int pattern_window = 0;  // local: blocks; global_local: window_blocks
+  int pattern_stride = 0;  // strided: stride
+  int pattern_global = 0;  // global_local: global_blocks
 
   // Parse YAML text; `source` names the text in error messages (a path, or "<string>").
   static Spec from_yaml(const std::string& text, const std::string& source = "<string>");
@@ -105,10 +126,51 @@ struct ForwardArgs {
   TensorStrides q_stride, k_stride, v_stride, o_stride;
   float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim_qk)
 
+  // Block-sparse layout (mask: block_sparse only; FlexAttention's BlockMask, compressed form):
+  // block_counts [layout_batch, layout_heads, layout_q_blocks] int32 and block_indices
+  // [layout_batch, layout_heads, layout_q_blocks, layout_max_blocks] int32, contiguous device
+  // arrays. Query block qb of (batch b, head h) sees the key blocks
+  // block_indices[b][h][qb][0 .. block_counts[b][h][qb]) (any order, each at most once);
+  // layout_batch is 1 (shared by every batch) or batch, layout_heads 1 or heads_q;
+  // layout_q_blocks >= ceil(seqlen_q / block_q). Counts above layout_max_blocks and indices
+  // outside [0, ceil(seqlen_k / block_k)) are errors of the caller that the kernel survives
+  // by clamping the count and skipping the index.
+  const int32_t* block_counts = nullptr;
+  const int32_t* block_indices = nullptr;
+  int layout_batch = 0, layout_heads = 0, layout_q_blocks = 0, layout_max_blocks = 0;
+
+  // Variable-length batches (FlashAttention's varlen): both null, or both set. Then Q/O are
+  // packed [total_q, heads, dim] and K/V [total_k, heads_kv, dim] (the batch strides are not
+  // used), sequence b holds rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (int32 device
+  // arrays of batch + 1 prefix sums starting at 0), seqlen_q / seqlen_k are the longest
+  // sequence's lengths (FlashAttention's max_seqlen_q / max_seqlen_k; they size the grid)
+  // and LSE is [heads_q, total_q]. Causal, windows and block masks apply per sequence.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+
   // Strides of densely packed tensors in the layout above.
   static ForwardArgs contiguous(const Spec& spec, int batch, int heads_q, int heads_kv,
                                 int seqlen_q, int seqlen_k);
+  // Strides of packed varlen tensors ([total, heads, dim]) for `batch` sequences whose longest
+  // are max_seqlen_q / max_seqlen_k; the caller sets cu_seqlens_q / cu_seqlens_k.
+  static ForwardArgs varlen(const Spec& spec, int batch, int heads_q, int heads_kv,
+                            int max_seqlen_q, int max_seqlen_k);
 };
+
+// A block-sparse layout on the host, in the form ForwardArgs takes (copy both arrays to the
+// device and set the layout_* fields from these).
+struct BlockLayout {
+  int batch = 0, heads = 0, q_blocks = 0, max_blocks = 0;
+  std::vector<int32_t> counts;   // [batch, heads, q_blocks]
+  std::vector<int32_t> indices;  // [batch, heads, q_blocks, max_blocks]; unused entries are 0
+};
+
+// The layout of a dense boolean block matrix `visible` [batch, heads, q_blocks, k_blocks]
+// (row-major; nonzero: query block qb sees key block kb). batch and heads may be 1
+// (broadcast). Key blocks are listed in ascending order; max_blocks is the largest count
+// (at least 1, so the arrays are never empty). Throws Error(Shape) on sizes that do not fit.
+BlockLayout block_layout_from_dense(const std::vector<uint8_t>& visible, int batch, int heads,
+                                    int q_blocks, int k_blocks);
 
 // What the compiler made of one kernel (from the ptxas report and the cache).
 struct CompileReport {

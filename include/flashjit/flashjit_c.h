@@ -69,6 +69,36 @@ FLASHJIT_C_API int flashjit_forward(flashjit_kernel* kernel, const void* q, cons
                                     const int64_t v_strides[3], const int64_t o_strides[3],
                                     float softmax_scale, void* stream);
 
+/* The block-sparse layout and the variable-length prefix sums of a call (the ForwardArgs
+ * fields of the same names in flashjit.h; configs/README.md, Masks): int32 device arrays, or
+ * null and 0 where the call has none. */
+typedef struct flashjit_mask_args {
+  const int32_t* block_counts;  /* [layout_batch, layout_heads, layout_q_blocks] */
+  const int32_t* block_indices; /* [layout_batch, layout_heads, layout_q_blocks, layout_max_blocks] */
+  int layout_batch, layout_heads, layout_q_blocks, layout_max_blocks;
+  const int32_t* cu_seqlens_q; /* batch + 1 prefix sums; with cu_seqlens_k: packed tensors */
+  const int32_t* cu_seqlens_k;
+} flashjit_mask_args;
+
+/* flashjit_forward with a block-sparse layout and/or variable-length batches (`mask` may be
+ * null: then it is flashjit_forward). With cu_seqlens, seqlen_q / seqlen_k are the longest
+ * sequence's lengths and LSE is [heads_q, total_q]. */
+FLASHJIT_C_API int flashjit_forward_masked(flashjit_kernel* kernel, const void* q, const void* k,
+                                           const void* v, void* o, float* lse, int batch,
+                                           int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                                           const int64_t q_strides[3], const int64_t k_strides[3],
+                                           const int64_t v_strides[3], const int64_t o_strides[3],
+                                           float softmax_scale, const flashjit_mask_args* mask,
+                                           void* stream);
+
+/* The layout of a dense block matrix on the host: visible [batch, heads, q_blocks, k_blocks]
+ * (nonzero: visible) gives counts [batch, heads, q_blocks] and indices [batch, heads,
+ * q_blocks, k_blocks] (ascending key blocks, unused entries 0), so layout_max_blocks is
+ * k_blocks. batch and heads may be 1 (broadcast). */
+FLASHJIT_C_API int flashjit_block_layout_from_dense(const uint8_t* visible, int batch, int heads,
+                                                    int q_blocks, int k_blocks, int32_t* counts,
+                                                    int32_t* indices);
+
 /* The kernel's compile reports as JSON text:
  *   {"spec": NAME, "reports": [{"kernel_name", "target", "registers", "shared_bytes",
  *     "spill_store_bytes", "spill_load_bytes", "stack_bytes", "compile_ms", "cache_hit",

@@ -45,6 +45,13 @@ TEST_CASE("autotune: the spec hash covers semantic fields, not the name or the t
   CHECK(differs([](Spec& s) { s.causal = true; }));
   CHECK(differs([](Spec& s) { s.arch = Arch::Sm80; }));
   CHECK(differs([](Spec& s) { s.warp_specialization = false; }));
+  CHECK(differs([](Spec& s) { s.mask = flashjit::MaskKind::BlockSparse; }));
+  CHECK(differs([](Spec& s) { s.block_q = 128; }));
+  CHECK(differs([](Spec& s) { s.block_k = 128; }));
+  CHECK(differs([](Spec& s) { s.pattern = flashjit::PatternKind::Strided; }));
+  CHECK(differs([](Spec& s) { s.pattern_window = 1; }));
+  CHECK(differs([](Spec& s) { s.pattern_stride = 1; }));
+  CHECK(differs([](Spec& s) { s.pattern_global = 1; }));
   CHECK(spec_summary(a) == "bf16 qk128 v128 full ws");
 }
 

@@ -2,9 +2,12 @@
 // refused, and a machine without a GPU gets FLASHJIT_ERROR_NO_DEVICE, not a crash.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -121,4 +124,21 @@ TEST_CASE("capi: the last error is per thread") {
   }).join();
   CHECK(theirs.empty());
   CHECK(last_error() == mine);
+}
+
+TEST_CASE("capi: the block layout of a dense matrix, rows k_blocks wide") {
+  // [batch 1, heads 2, q_blocks 2, k_blocks 3]
+  const uint8_t visible[] = {0, 1, 1,  0, 0, 0,  1, 0, 0,  1, 1, 1};
+  int32_t counts[4] = {-1, -1, -1, -1};
+  int32_t indices[12];
+  std::fill(std::begin(indices), std::end(indices), -1);
+  REQUIRE(flashjit_block_layout_from_dense(visible, 1, 2, 2, 3, counts, indices) == FLASHJIT_OK);
+  CHECK(std::vector<int32_t>(counts, counts + 4) == std::vector<int32_t>{2, 0, 1, 3});
+  CHECK(std::vector<int32_t>(indices, indices + 12) ==
+        std::vector<int32_t>{1, 2, 0,  0, 0, 0,  0, 0, 0,  0, 1, 2});
+  CHECK(flashjit_block_layout_from_dense(nullptr, 1, 2, 2, 3, counts, indices) ==
+        FLASHJIT_ERROR_USAGE);
+  CHECK(contains(last_error(), "flashjit_block_layout_from_dense: visible is null"));
+  CHECK(flashjit_block_layout_from_dense(visible, 1, 0, 2, 3, counts, indices) ==
+        FLASHJIT_ERROR_SHAPE);
 }

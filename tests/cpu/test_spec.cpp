@@ -70,6 +70,12 @@ void check_same(const Spec& a, const Spec& b) {
   CHECK(a.arch == b.arch);
   CHECK(a.warp_specialization == b.warp_specialization);
   CHECK(a.tiles == b.tiles);
+  CHECK(a.block_q == b.block_q);
+  CHECK(a.block_k == b.block_k);
+  CHECK(a.pattern == b.pattern);
+  CHECK(a.pattern_window == b.pattern_window);
+  CHECK(a.pattern_stride == b.pattern_stride);
+  CHECK(a.pattern_global == b.pattern_global);
 }
 
 }  // namespace
@@ -227,15 +233,9 @@ TEST_CASE("spec errors: enum values") {
   check_yaml_error("head_dim: 64\ndtype: fp32\n", "bad.yaml:2:8: dtype: unknown value 'fp32'");
   check_yaml_error("head_dim: 64\ndtype: bf61\n", "bad.yaml:2:8: dtype: unknown value 'bf61'",
                    {"did you mean 'bf16'?"});
-  for (std::string mask : {"block_sparse", "pattern"}) {
-    check_yaml_error("head_dim: 64\nmask: " + mask + "\n", "bad.yaml:2:7: mask: " + mask,
-                     {"is not supported yet", "allowed: none"});
-    // The map form is reported at its value, after "mask: {<kind>: ".
-    const std::string column = std::to_string(10 + mask.size());
-    check_yaml_error("head_dim: 64\nmask: {" + mask + ": {}}\n",
-                     "bad.yaml:2:" + column + ": mask." + mask, {"is not supported yet",
-                     "allowed: none, or {sliding_window"});
-  }
+  check_yaml_error("head_dim: 64\nmask: block_sparse\n",
+                   "bad.yaml:2:7: mask: block_sparse needs its map: {block_q: BQ, block_k: BK}");
+  check_yaml_error("head_dim: 64\nmask: pattern\n", "bad.yaml:2:7: mask: pattern needs its map");
   check_yaml_error("head_dim: 64\nmask: causal\n", "bad.yaml:2:7: mask: unknown value 'causal'");
   check_yaml_error("head_dim: 64\narch: sm_90a\n", "bad.yaml:2:7: arch: unknown value 'sm_90a'",
                    {"did you mean 'sm90a'?", "allowed: auto, sm80, sm90a"});
@@ -278,6 +278,124 @@ TEST_CASE("spec errors: sliding window") {
   Spec spec = valid_spec();
   spec.window_left = 3;
   CHECK(validate_error(spec).find("mask: window_left/window_right (3, 0) are set") == 0);
+}
+
+TEST_CASE("spec: block_sparse and the three patterns, resolved and printed back") {
+  const Spec sparse = Spec::from_yaml(
+      "head_dim: 64\ncausal: true\nmask: {block_sparse: {block_q: 128, block_k: 64}}\n");
+  CHECK(sparse.mask == MaskKind::BlockSparse);
+  CHECK(sparse.block_q == 128);
+  CHECK(sparse.block_k == 64);
+  CHECK(sparse.pattern == flashjit::PatternKind::None);
+  CHECK(sparse.name == "qk64_v64_bf16_causal_bsparse128x64");
+  CHECK(sparse.to_yaml().find("mask: {block_sparse: {block_q: 128, block_k: 64}}") !=
+        std::string::npos);
+  check_same(Spec::from_yaml(sparse.to_yaml()), sparse);
+
+  const Spec local = Spec::from_yaml("head_dim: 64\nmask: {pattern: {kind: local, blocks: 2}}\n");
+  CHECK(local.mask == MaskKind::Pattern);
+  CHECK(local.pattern == flashjit::PatternKind::Local);
+  CHECK(local.block_q == 128);  // the default block
+  CHECK(local.block_k == 128);
+  CHECK(local.pattern_window == 2);
+  CHECK(local.name == "qk64_v64_bf16_local2b128");
+  CHECK(local.to_yaml().find("mask: {pattern: {kind: local, block: 128, blocks: 2}}") !=
+        std::string::npos);
+  check_same(Spec::from_yaml(local.to_yaml()), local);
+
+  const Spec strided =
+      Spec::from_yaml("head_dim: 64\nmask: {pattern: {stride: 3, kind: strided, block: 32}}\n");
+  CHECK(strided.pattern == flashjit::PatternKind::Strided);
+  CHECK(strided.pattern_stride == 3);
+  CHECK(strided.block_q == 32);
+  CHECK(strided.name == "qk64_v64_bf16_strided3b32");
+  check_same(Spec::from_yaml(strided.to_yaml()), strided);
+
+  const Spec global = Spec::from_yaml(
+      "head_dim: 64\nmask:\n  pattern:\n    kind: global_local\n    block: 64\n"
+      "    global_blocks: 1\n    window_blocks: 0\n");
+  CHECK(global.pattern == flashjit::PatternKind::GlobalLocal);
+  CHECK(global.pattern_global == 1);
+  CHECK(global.pattern_window == 0);
+  CHECK(global.name == "qk64_v64_bf16_global1local0b64");
+  CHECK(global.to_yaml().find("{pattern: {kind: global_local, block: 64, global_blocks: 1, "
+                              "window_blocks: 0}}") != std::string::npos);
+  check_same(Spec::from_yaml(global.to_yaml()), global);
+
+  // Given tiles that fit the mask blocks are kept.
+  const Spec tiled = Spec::from_yaml(
+      "head_dim: 64\nmask: {block_sparse: {block_q: 128, block_k: 96}}\n"
+      "tiles: {block_m: 64, block_n: 32, warps: 4, stages: 2}\n");
+  CHECK(tiled.tiles == Tiles{64, 32, 4, 2});
+}
+
+TEST_CASE("spec errors: block_sparse and patterns") {
+  check_yaml_error("head_dim: 64\nmask: {block_sparse: {block_q: 128}}\n",
+                   "bad.yaml:2:22: mask.block_sparse: block_k missing from the map",
+                   {"allowed: a map with both block_q and block_k"});
+  check_yaml_error("head_dim: 64\nmask: {block_sparse: {block_q: 100, block_k: 64}}\n",
+                   "bad.yaml:2:32: mask.block_sparse.block_q: 100 is not a multiple of 16");
+  check_yaml_error("head_dim: 64\nmask: {block_sparse: {block_q: 64, block_k: 0}}\n",
+                   "bad.yaml:2:45: mask.block_sparse.block_k: 0 is not a multiple of 16");
+  check_yaml_error("head_dim: 64\nmask: {block_sparse: {block_q: 64, blocK_k: 64}}\n",
+                   "bad.yaml:2:36: mask.block_sparse.blocK_k: unknown key",
+                   {"did you mean 'block_k'?"});
+  check_yaml_error("head_dim: 64\nmask: {block_sparse: 128}\n",
+                   "bad.yaml:2:22: mask.block_sparse: expected a map, got '128'");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {blocks: 2}}\n",
+                   "bad.yaml:2:17: mask.pattern: kind missing from the map");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: locla, blocks: 2}}\n",
+                   "bad.yaml:2:24: mask.pattern.kind: unknown value 'locla'",
+                   {"did you mean 'local'?", "allowed: local, strided, global_local"});
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: local}}\n",
+                   "bad.yaml:2:17: mask.pattern: blocks missing from the map (kind local)");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: local, stride: 2}}\n",
+                   "bad.yaml:2:31: mask.pattern.stride: not a key of kind local",
+                   {"allowed: kind, block, blocks"});
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: global_local, global_blocks: 1}}\n",
+                   "bad.yaml:2:17: mask.pattern: window_blocks missing from the map");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: local, blocks: -1}}\n",
+                   "bad.yaml:2:39: mask.pattern.blocks: -1 is negative");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: strided, stride: 0}}\n",
+                   "bad.yaml:2:41: mask.pattern.stride: 0 is below 1");
+  check_yaml_error(
+      "head_dim: 64\nmask: {pattern: {kind: global_local, global_blocks: 0, window_blocks: 1}}\n",
+      "bad.yaml:2:53: mask.pattern.global_blocks: 0 is below 1");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: local, block: 8, blocks: 1}}\n",
+                   "bad.yaml:2:38: mask.pattern.block: 8 is not a multiple of 16");
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: local, blocks: 1}, block_sparse: "
+                   "{block_q: 64, block_k: 64}}\n", "bad.yaml:2:7: mask: 2 mask kinds given");
+  // Tiles must lie inside mask blocks: reported at the tile the user wrote.
+  check_yaml_error("head_dim: 64\nmask: {block_sparse: {block_q: 64, block_k: 64}}\n"
+                   "tiles: {block_m: 128, block_n: 64, warps: 4, stages: 2}\n",
+                   "bad.yaml:3:18: tiles.block_m: block_m 128 does not divide the mask's block_q 64",
+                   {"allowed: a divisor of the mask's block_q"});
+  check_yaml_error("head_dim: 64\nmask: {pattern: {kind: local, block: 48, blocks: 1}}\n"
+                   "tiles: {block_m: 48, block_n: 32, warps: 1, stages: 2}\n",
+                   "bad.yaml:3:31: tiles.block_n: block_n 32 does not divide the mask's block_k 48");
+
+  // C++-built specs: the fields of one mask kind are refused under another.
+  Spec spec = valid_spec();
+  spec.block_q = 64;
+  CHECK(validate_error(spec).find("mask: block_q/block_k/pattern fields are set but the mask "
+                                  "is none") == 0);
+  spec.mask = MaskKind::BlockSparse;
+  spec.block_k = 64;
+  spec.pattern_stride = 2;
+  CHECK(validate_error(spec).find("mask: pattern fields are set but the mask is block_sparse") ==
+        0);
+  spec.mask = MaskKind::Pattern;
+  spec.pattern_stride = 0;
+  CHECK(validate_error(spec).find("mask.pattern.kind: missing") == 0);
+  spec.pattern = flashjit::PatternKind::Local;
+  spec.block_k = 32;
+  CHECK(validate_error(spec).find("mask.pattern.block: block_q 64 and block_k 32 differ") == 0);
+  spec.block_k = 64;
+  spec.pattern_stride = 2;
+  CHECK(validate_error(spec).find("mask.pattern.kind: pattern_stride is set but the kind is "
+                                  "local") == 0);
+  spec.pattern_stride = 0;
+  CHECK(validate_error(spec).empty());
 }
 
 TEST_CASE("spec errors: names") {

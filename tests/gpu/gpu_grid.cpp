@@ -3,6 +3,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace flashjit::gpu_test {
 
@@ -23,6 +24,16 @@ const std::vector<std::pair<int, int>>& head_dims() {
   return dims;
 }
 
+// The specs of the grid whose head dims are (dqk, dv).
+std::vector<Spec> specs_with(int dqk, int dv) {
+  std::vector<Spec> out;
+  for (const Spec& spec : grid_specs())
+    if (spec.head_dim_qk == dqk && spec.head_dim_v == dv) out.push_back(spec);
+  return out;
+}
+
+}  // namespace
+
 Spec make_spec(int dqk, int dv, DType dtype, bool causal) {
   Spec spec;
   spec.name = fmt::format("grid_qk{}_v{}_{}{}", dqk, dv, to_string(dtype), causal ? "_causal" : "");
@@ -35,8 +46,7 @@ Spec make_spec(int dqk, int dv, DType dtype, bool causal) {
   return spec;
 }
 
-Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
-            Layout layout = Layout::Contiguous) {
+Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, Layout layout) {
   Shape s;
   s.batch = batch;
   s.heads_q = heads_q;
@@ -46,16 +56,6 @@ Shape shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
   s.layout = layout;
   return s;
 }
-
-// The specs of the grid whose head dims are (dqk, dv).
-std::vector<Spec> specs_with(int dqk, int dv) {
-  std::vector<Spec> out;
-  for (const Spec& spec : grid_specs())
-    if (spec.head_dim_qk == dqk && spec.head_dim_v == dv) out.push_back(spec);
-  return out;
-}
-
-}  // namespace
 
 std::vector<Spec> grid_specs() {
   std::vector<Spec> specs;
@@ -162,13 +162,29 @@ std::string describe(const GridCase& c) {
   const Shape& s = c.shape;
   std::string layout = verify::to_string(s.layout);
   if (s.layout == Layout::PaddedHeads) layout += fmt::format("+{}", s.head_pad);
-  const std::string window =
-      c.spec.mask == MaskKind::SlidingWindow
-          ? fmt::format(" window {}/{}", c.spec.window_left, c.spec.window_right)
-          : "";
+  std::string mask;
+  switch (c.spec.mask) {
+    case MaskKind::None: break;
+    case MaskKind::SlidingWindow:
+      mask = fmt::format(" window {}/{}", c.spec.window_left, c.spec.window_right);
+      break;
+    case MaskKind::BlockSparse:
+      mask = fmt::format(" bsparse {}x{} layout {}", c.spec.block_q, c.spec.block_k,
+                         s.block_visible.empty()
+                             ? std::string("random")
+                             : fmt::format("{}x{}", s.layout_batch, s.layout_heads));
+      break;
+    case MaskKind::Pattern:
+      mask = fmt::format(" {} b{} w{} s{} g{}", to_string(c.spec.pattern), c.spec.block_q,
+                         c.spec.pattern_window, c.spec.pattern_stride, c.spec.pattern_global);
+      break;
+  }
+  if (!s.seqlens_q.empty())
+    layout += fmt::format(" varlen q[{}] k[{}]", fmt::join(s.seqlens_q, ","),
+                          fmt::join(s.seqlens_k, ","));
   return fmt::format("{:<4} {:<6} qk={:<3} v={:<3}{} | b={} hq={} hkv={} sq={:<4} sk={:<4} {}",
                      to_string(c.spec.dtype), c.spec.causal ? "causal" : "full",
-                     c.spec.head_dim_qk, c.spec.head_dim_v, window, s.batch, s.heads_q,
+                     c.spec.head_dim_qk, c.spec.head_dim_v, mask, s.batch, s.heads_q,
                      s.heads_kv, s.seqlen_q, s.seqlen_k, layout);
 }
 

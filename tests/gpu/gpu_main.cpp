@@ -35,7 +35,8 @@ void precompile_grid() {
   const DeviceInfo info = gpu_runtime().device();
   const std::string target = gen::target_for_device(info.cc_major, info.cc_minor);
   std::vector<Spec> specs = grid_specs();
-  for (const Spec& spec : window_specs()) specs.push_back(spec);
+  for (const auto& more : {window_specs(), block_sparse_specs(), pattern_specs()})
+    specs.insert(specs.end(), more.begin(), more.end());
   std::atomic<size_t> next{0};
   std::atomic<int> failed{0};
   auto worker = [&] {

@@ -56,6 +56,11 @@ TEST_CASE("forward: padded head strides and packed QKV views") { check_cases(str
 
 TEST_CASE("forward: sliding windows") { check_cases(window_cases()); }
 
+TEST_CASE("forward: block-sparse layouts") { check_cases(block_sparse_cases()); }
+
+TEST_CASE("forward: compiled-in block patterns") { check_cases(pattern_cases()); }
+
+TEST_CASE("forward: variable-length batches") { check_cases(varlen_cases()); }
 // On Hopper the cases above run the warp-specialised kernel wherever TMA can load the
 // tensors; these run the sm80 kernel on the same shapes.
 TEST_CASE("forward, sm80 kernel: every head dim on small shapes") {
