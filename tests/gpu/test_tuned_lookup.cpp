@@ -12,6 +12,7 @@
 #include "autotune/tune_db.h"
 #include "autotune/tune_key.h"
 #include "generator/plan.h"
+#include "generator/tile_heuristic.h"
 #include "tests/cpu/runtime_test_support.h"
 #include "tests/gpu/gpu_runtime.h"
 #include "verify/attention_run.h"
@@ -28,9 +29,12 @@ Spec tuned_spec() {
   return s;
 }
 
-// Any valid tiles other than the heuristic's for head dim 64 (m128n64w4s3); the test
-// REQUIREs that they differ, so a later heuristic change cannot make it pass vacuously.
-constexpr Tiles kTuned{64, 64, 4, 2};
+// Valid tiles, other than the heuristic's, of the kernel that serves tuned_spec() on
+// `target`; the test REQUIREs that they differ, so a later heuristic change cannot make it
+// pass vacuously.
+Tiles tuned_tiles(const std::string& target) {
+  return gen::sm90_serves(tuned_spec(), target, 16) ? Tiles{128, 96, 12, 3} : Tiles{64, 64, 4, 2};
+}
 
 verify::Shape shape_of(int seqlen) {
   verify::Shape shape;
@@ -48,7 +52,7 @@ tune::TuneEntry entry_for(const tune::GpuIdentity& gpu, const verify::Shape& sha
   e.spec_summary = tune::spec_summary(tuned_spec());
   e.bucket = tune::bucket_for(shape.seqlen_q, shape.seqlen_k, shape.batch, shape.heads_q);
   e.target = gen::target_for_device(info.cc_major, info.cc_minor);
-  e.tiles = kTuned;
+  e.tiles = tuned_tiles(e.target);
   e.heuristic_tiles = gen::default_tiles(tuned_spec(), e.target);
   return e;
 }
@@ -62,9 +66,15 @@ Tiles run_and_get_tiles(const verify::Shape& shape) {
   const verify::RunResult r = verify::run_attention(gpu_runtime(), tuned_spec(), shape, options);
   INFO(r.kernel, ": ", r.failure);
   CHECK(r.passed);
+  Tiles t;
+  if (const auto ws = r.kernel.rfind("_ws_n"); ws != std::string::npos) {  // sm90: m128, 12 warps
+    t.block_m = gen::kSm90BlockM;
+    t.warps = gen::kSm90Warps;
+    REQUIRE(std::sscanf(r.kernel.c_str() + ws, "_ws_n%ds%d", &t.block_n, &t.stages) == 2);
+    return t;
+  }
   const auto at = r.kernel.rfind("_m");
   REQUIRE(at != std::string::npos);
-  Tiles t;
   REQUIRE(std::sscanf(r.kernel.c_str() + at, "_m%dn%dw%ds%d", &t.block_m, &t.block_n, &t.warps,
                       &t.stages) == 4);
   return t;
@@ -79,11 +89,12 @@ TEST_CASE("tuned lookup: the DB entry for this GPU, spec and bucket picks the ti
   const tune::GpuIdentity gpu = tune::gpu_identity(gpu_runtime().device());
   const std::string target = gen::target_for_device(gpu.cc_major, gpu.cc_minor);
   const Tiles heuristic = gen::default_tiles(tuned_spec(), target);
-  REQUIRE_FALSE(heuristic == kTuned);
+  const Tiles tuned = tuned_tiles(target);
+  REQUIRE_FALSE(heuristic == tuned);
 
   const verify::Shape shape = shape_of(300);  // bucket q512 k512 bh8
   tune::TuneDb(db_path).record({entry_for(gpu, shape)});
-  CHECK(run_and_get_tiles(shape) == kTuned);
+  CHECK(run_and_get_tiles(shape) == tuned);
   // Another bucket of the same spec has no entry: the heuristic serves it.
   CHECK(run_and_get_tiles(shape_of(1000)) == heuristic);
 
