@@ -50,8 +50,8 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
   };
   if (sm90) {
     // The warp-specialised kernel's knobs: the key block (wgmma N of S) and the ring depth.
-    for (int block_n : {64, 80, 96, 112, 128, 160, 176, 192})
-      for (int stages : {2, 3}) consider(Tiles{gen::kSm90BlockM, block_n, gen::kSm90Warps, stages});
+    for (int block_n : {48, 64, 80, 96, 112, 128, 160, 176, 192})
+      for (int stages : {2, 3, 4}) consider(Tiles{gen::kSm90BlockM, block_n, gen::kSm90Warps, stages});
     return space;
   }
   std::vector<int> block_ns = {32, 64, 128};

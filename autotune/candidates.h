@@ -30,8 +30,8 @@ inline constexpr int kMaxAccumulatorRegisters = 224;
 // For the sm80 kernel: the grid block_m {64, 128} x block_n {32, 64, 128} x warps {4, 8} x
 // stages {2, 3} (plus block_n 16 for head dims past 192, where the heuristic itself uses
 // narrow key blocks), filtered by the sm80 tile rules and shared memory (sm80_tiles_problem)
-// and by accumulator_registers. For the warp-specialised sm90 kernel: block_n {64, 80, 96,
-// 112, 128, 160, 176, 192} x stages {2, 3}, filtered by sm90_tiles_problem (shared memory, consumer
+// and by accumulator_registers. For the warp-specialised sm90 kernel: block_n {48, 64, 80,
+// 96, 112, 128, 160, 176, 192} x stages {2, 3, 4}, filtered by sm90_tiles_problem (shared memory, consumer
 // registers). Throws Error(Usage) for a spec the tuner cannot serve (explicit tiles, an
 // unknown target).
 CandidateSpace candidate_space(const Spec& spec, const std::string& target);

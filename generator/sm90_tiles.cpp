@@ -53,13 +53,18 @@ std::string sm90_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& t,
 Tiles sm90_default_tiles(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
-  // FlashAttention-3's choices for its head dims: the widest key block whose O, S and P
-  // fit the 240 registers of a consumer and whose ring fits shared memory.
+  // Measured on the H200 (flashjit tune, bf16, 16k tokens; bench/NOTES.md entry 6): a third
+  // ring slot is worth more than a wider key block (d128: n128 s3 is 1.36x n128 s2, as the
+  // consumers hold slot n-1 for P V while S(n) is computed, so two slots leave the producer
+  // nothing to fill), so take the widest key block up to the preferred one that fits three
+  // slots, down to 48 keys; wider dims fall back to two slots.
   const int preferred_n = d <= 128 ? 128 : d <= 192 ? 112 : d <= 256 ? 80 : 64;
-  const int stages = d <= 64 ? 3 : 2;
-  for (int block_n = preferred_n; block_n >= 16; block_n -= 16) {
-    const Tiles t{kSm90BlockM, block_n, kSm90Warps, stages};
-    if (sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
+  for (int stages : {3, 2}) {
+    const int narrowest = stages == 3 ? 48 : 16;
+    for (int block_n = preferred_n; block_n >= narrowest; block_n -= 16) {
+      const Tiles t{kSm90BlockM, block_n, kSm90Warps, stages};
+      if (sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
+    }
   }
   throw Error(ErrorKind::Usage,
               fmt::format("no sm90 tile configuration fits head dims {}/{} on {}",
