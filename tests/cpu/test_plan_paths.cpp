@@ -34,7 +34,7 @@ TEST_CASE("plan: sm_90a with 16-byte aligned tensors runs the warp-specialised k
   CHECK(p.tiles.warps == kSm90Warps);
   CHECK(p.threads == 384);
   CHECK(p.shared_bytes == sm90_shared_bytes(128, 128, p.tiles));
-  CHECK(p.kernel_name == "fa_fwd_qk128_v128_bf16_full_ws_n128s2_a16_sm90a");
+  CHECK(p.kernel_name == "fa_fwd_qk128_v128_bf16_full_ws_n128s3_a16_sm90a");
 }
 
 TEST_CASE("plan: the sm80 kernel serves other targets, misaligned calls and arch: sm80") {
