@@ -31,7 +31,7 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
 
   const gen::PaddedDims dims = gen::padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
-  const bool sm90 = gen::sm90_serves(spec, target, 16);
+  const bool sm90 = gen::sm90_serves(spec, target);
 
   CandidateSpace space;
   const Tiles heuristic = gen::default_tiles(spec, target);

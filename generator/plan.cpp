@@ -68,13 +68,14 @@ int max_shared_bytes(const std::string& target) { return target_info(target).max
 
 const char* to_string(KernelPath path) { return path == KernelPath::Sm90 ? "sm90" : "sm80"; }
 
-bool sm90_serves(const Spec& spec, const std::string& target, int align_bytes) {
+bool sm90_serves(const Spec& spec, const std::string& target, bool tma_loadable) {
   const bool mask_supported = spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow;
   return target == "sm_90a" && spec.warp_specialization && spec.arch != Arch::Sm80 &&
-         mask_supported && align_bytes == 16;
+         mask_supported && tma_loadable;
 }
 
-Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, const Tiles* tuned) {
+Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, const Tiles* tuned,
+               bool tma_loadable) {
   spec.validate();
   target_info(target);
   if (spec.arch == Arch::Sm90a && target != "sm_90a")
@@ -92,10 +93,11 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
   plan.d_v_pad = dims.d_v_pad;
   plan.dv_splits = dims.dv_splits;
   plan.dv_slice = dims.dv_slice;
-  plan.path = sm90_serves(spec, target, align_bytes) ? KernelPath::Sm90 : KernelPath::Sm80;
+  plan.path = sm90_serves(spec, target, tma_loadable) ? KernelPath::Sm90 : KernelPath::Sm80;
+  plan.tma_loadable = tma_loadable;
   // A warp-specialised spec whose call cannot use TMA runs the sm80 kernel with its own
   // heuristic tiles: the spec's and the tune DB's tiles are the sm90 kernel's.
-  const bool fallback = plan.path == KernelPath::Sm80 && sm90_serves(spec, target, 16);
+  const bool fallback = plan.path == KernelPath::Sm80 && sm90_serves(spec, target);
   plan.tiles = fallback                ? sm80_default_tiles(spec, target)
                : !spec.tiles.is_auto() ? spec.tiles
                : tuned                 ? *tuned

@@ -20,10 +20,10 @@ int max_shared_bytes(const std::string& target);
 enum class KernelPath { Sm80, Sm90 };
 const char* to_string(KernelPath path);  // "sm80" | "sm90"
 
-// Does the sm90 kernel serve `spec` on `target` for tensors aligned to `align_bytes`?
-// It needs sm_90a, hopper.warp_specialization and 16-byte rows (TMA's stride rule);
-// `arch: sm80` keeps the mma.sync kernel.
-bool sm90_serves(const Spec& spec, const std::string& target, int align_bytes);
+// Does the sm90 kernel serve `spec` on `target` for a call whose Q, K and V TMA can load
+// (`tma_loadable`, see runtime/tensor_maps.h)? It needs sm_90a and
+// hopper.warp_specialization; `arch: sm80` keeps the mma.sync kernel.
+bool sm90_serves(const Spec& spec, const std::string& target, bool tma_loadable = true);
 
 struct Plan {
   Spec spec;
@@ -35,6 +35,7 @@ struct Plan {
   int dv_slice = 0;    // V columns one CTA computes (padded); dv_splits CTAs share a row block
   int dv_splits = 1;
   int align_bytes = 16;  // every row start of Q/K/V/O is a multiple of this (16, 8, 4 or 2)
+  bool tma_loadable = true;  // the call's Q, K and V suit TMA (the sm90 kernel's loads)
   int threads = 0;
   int shared_bytes = 0;   // dynamic shared memory per CTA
   std::string kernel_name;  // fa_fwd_qk100_v100_bf16_causal_m64n64w4s2_a16_sm80
@@ -44,12 +45,13 @@ struct Plan {
 };
 
 // Resolves `spec` for `target`. `align_bytes` comes from the call's pointers and strides
-// (see forward_alignment) and picks the kernel path (sm90_serves); tiles come from the spec,
-// else `tuned` (if non-null), else the built-in heuristic — except when a warp-specialised
-// spec falls back to the sm80 kernel for misaligned tensors: that variant uses the sm80
-// heuristic. Throws Error(Spec/Usage) if the spec cannot be served on the target.
+// (see forward_alignment), `tma_loadable` says whether TMA can load its Q, K and V; with
+// it the kernel path (sm90_serves). Tiles come from the spec, else `tuned` (if non-null),
+// else the built-in heuristic — except when a warp-specialised spec falls back to the sm80
+// kernel for tensors TMA cannot load: that variant uses the sm80 heuristic.
+// Throws Error(Spec/Usage) if the spec cannot be served on the target.
 Plan make_plan(const Spec& spec, const std::string& target, int align_bytes = 16,
-               const Tiles* tuned = nullptr);
+               const Tiles* tuned = nullptr, bool tma_loadable = true);
 
 // `plan` for variable-length batches: varlen set, "_varlen" appended to the kernel name; a
 // warp-specialised plan becomes the sm80 kernel's (the sm90 kernel has no varlen form).

@@ -28,8 +28,8 @@ struct LoadedVariant {
   void* function = nullptr;  // CUfunction
 };
 
-// (alignment in bytes, block_m, block_n, warps, stages, varlen)
-using VariantKey = std::tuple<int, int, int, int, int, bool>;
+// (alignment in bytes, block_m, block_n, warps, stages, varlen, TMA can load Q/K/V)
+using VariantKey = std::tuple<int, int, int, int, int, bool, bool>;
 
 class JitKernel final : public Kernel {
  public:
@@ -54,13 +54,13 @@ class JitKernel final : public Kernel {
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
     const LoadedVariant& variant = variant_for(gen::forward_alignment(args), tiles_for(args),
-                                               args.cu_seqlens_q != nullptr);
+                                               args.cu_seqlens_q != nullptr, rt::tma_loadable(args));
     const gen::Plan& plan = variant.compiled->plan;
     FwdParams params = rt::make_fwd_params(plan, args);
     const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);
     // The sm80 kernel takes one FwdParams by value; the sm90 kernel also its tensor maps.
     rt::ForwardTensorMaps maps;
-    if (plan.path == gen::KernelPath::Sm90) maps = rt::make_tensor_maps(plan, args);
+    if (plan.path == gen::KernelPath::Sm90) maps = rt::make_tensor_maps(plan, args, params);
     void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
     rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
                              geometry.block_x, geometry.shared_bytes, stream, kernel_params);
@@ -115,13 +115,13 @@ class JitKernel final : public Kernel {
 
   // The first call for an (alignment, tiles) pair compiles and loads while holding the lock:
   // other threads launching this kernel need that same variant and would only wait anyway.
-  const LoadedVariant& variant_for(int align_bytes, const Tiles& tiles, bool varlen) {
+  const LoadedVariant& variant_for(int align_bytes, const Tiles& tiles, bool varlen, bool tma) {
     std::lock_guard<std::mutex> lock(mutex_);
     const VariantKey key{align_bytes, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages,
-                         varlen};
+                         varlen, tma};
     if (auto found = variants_.find(key); found != variants_.end()) return found->second;
 
-    gen::Plan plan = gen::make_plan(spec_, target_, align_bytes, &tiles);
+    gen::Plan plan = gen::make_plan(spec_, target_, align_bytes, &tiles, tma);
     if (varlen) plan = gen::varlen_variant(std::move(plan));
     LoadedVariant variant;
     variant.compiled = compiler_->compile(plan);

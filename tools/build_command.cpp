@@ -5,8 +5,10 @@
 // Alignment variants: the runtime picks the variant from the call's pointers and strides
 // (16, 8, 4 or 2 bytes). By default a bundle holds 16 bytes and the spec's natural alignment
 // (that of densely packed tensors: head dim 100 in bf16 gives 8), which covers packed tensors
-// and padded ones; `--align all` adds every variant. A call needing a variant the bundle lacks
-// is an error under RuntimeOptions::require_prebuilt, otherwise a JIT compile.
+// and padded ones; `--align all` adds every variant. On sm_90a each alignment comes as the
+// warp-specialised kernel (tensors TMA can load) and, for `all` or a list, also as the sm80
+// kernel that serves the others. A call needing a variant the bundle lacks is an error under
+// RuntimeOptions::require_prebuilt, otherwise a JIT compile.
 #include <algorithm>
 #include <fstream>
 #include <future>
@@ -27,6 +29,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/kernel_compiler.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/tensor_maps.h"
 #include "tools/command.h"
 
 namespace flashjit::cli {
@@ -73,6 +76,13 @@ int natural_alignment(const Spec& spec) {
   return gen::forward_alignment(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2));
 }
 
+// Whether to build the variants for tensors TMA can load, those it cannot, or both: natural
+// builds what densely packed tensors need; `all` and lists build both.
+std::set<bool> tma_variants_for(const Spec& spec, const std::string& option) {
+  if (option == "natural") return {rt::tma_loadable(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2))};
+  return {true, false};
+}
+
 std::set<int, std::greater<>> alignments_for(const Spec& spec, const std::string& option) {
   if (option == "natural") return {16, natural_alignment(spec)};
   if (option == "all") return {16, 8, 4, 2};
@@ -116,9 +126,11 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
     for (const std::string& target : targets) {
       for (const std::optional<Tiles>& tiles : tilings_for(spec, target, tuned)) {
         for (int align : alignments_for(spec, options.align)) {
-          gen::Plan plan = gen::make_plan(spec, target, align, tiles ? &*tiles : nullptr);
-          if (names.insert(plan.target + "/" + plan.kernel_name).second) {
-            jobs.push_back({file, std::move(plan)});
+          for (bool tma : tma_variants_for(spec, options.align)) {
+            gen::Plan plan = gen::make_plan(spec, target, align, tiles ? &*tiles : nullptr, tma);
+            if (names.insert(plan.target + "/" + plan.kernel_name).second) {
+              jobs.push_back({file, std::move(plan)});
+            }
           }
         }
       }

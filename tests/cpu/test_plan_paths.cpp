@@ -37,15 +37,16 @@ TEST_CASE("plan: sm_90a with 16-byte aligned tensors runs the warp-specialised k
   CHECK(p.kernel_name == "fa_fwd_qk128_v128_bf16_full_ws_n128s3_a16_sm90a");
 }
 
-TEST_CASE("plan: the sm80 kernel serves other targets, misaligned calls and arch: sm80") {
+TEST_CASE("plan: the sm80 kernel serves other targets, tensors TMA cannot load, arch: sm80") {
   const Spec s = spec_of(128, 128);
   CHECK(make_plan(s, "sm_80", 16).path == KernelPath::Sm80);
   CHECK(make_plan(s, "sm_89", 16).path == KernelPath::Sm80);
-  // TMA needs 16-byte rows: an 8-byte aligned call falls back, with the sm80 heuristic's
-  // tiles even when the spec fixes (sm90) tiles.
+  // A call TMA cannot load falls back, with the sm80 heuristic's tiles even when the spec
+  // fixes (sm90) tiles; 8-byte aligned rows alone (head dim 100: 200-byte head steps) do not.
   Spec fixed = s;
   fixed.tiles = Tiles{128, 176, 12, 2};
-  const Plan fallback = make_plan(fixed, "sm_90a", 8);
+  CHECK(make_plan(fixed, "sm_90a", 8).path == KernelPath::Sm90);
+  const Plan fallback = make_plan(fixed, "sm_90a", 8, nullptr, false);
   CHECK(fallback.path == KernelPath::Sm80);
   CHECK(fallback.tiles == sm80_default_tiles(s, "sm_90a"));
   CHECK(make_plan(fixed, "sm_90a", 16).tiles == fixed.tiles);

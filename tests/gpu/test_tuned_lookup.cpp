@@ -33,7 +33,7 @@ Spec tuned_spec() {
 // `target`; the test REQUIREs that they differ, so a later heuristic change cannot make it
 // pass vacuously.
 Tiles tuned_tiles(const std::string& target) {
-  return gen::sm90_serves(tuned_spec(), target, 16) ? Tiles{128, 96, 12, 3} : Tiles{64, 64, 4, 2};
+  return gen::sm90_serves(tuned_spec(), target) ? Tiles{128, 96, 12, 3} : Tiles{64, 64, 4, 2};
 }
 
 verify::Shape shape_of(int seqlen) {
