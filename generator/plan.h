@@ -21,8 +21,8 @@ enum class KernelPath { Sm80, Sm90 };
 const char* to_string(KernelPath path);  // "sm80" | "sm90"
 
 // Does the sm90 kernel serve `spec` on `target` for tensors aligned to `align_bytes`?
-// It needs sm_90a, hopper.warp_specialization and 16-byte rows (TMA's stride rule);
-// `arch: sm80` keeps the mma.sync kernel.
+// It needs sm_90a, hopper.warp_specialization, 16-byte rows (TMA's stride rule) and a mask
+// it serves (sm90_serves_mask); `arch: sm80` keeps the mma.sync kernel.
 bool sm90_serves(const Spec& spec, const std::string& target, int align_bytes);
 
 struct Plan {
