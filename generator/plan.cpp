@@ -69,7 +69,7 @@ int max_shared_bytes(const std::string& target) { return target_info(target).max
 const char* to_string(KernelPath path) { return path == KernelPath::Sm90 ? "sm90" : "sm80"; }
 
 bool sm90_serves(const Spec& spec, const std::string& target, bool tma_loadable) {
-  const bool mask_supported = spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow;
+  const bool mask_supported = sm90_serves_mask(spec);
   return target == "sm_90a" && spec.warp_specialization && spec.arch != Arch::Sm80 &&
          mask_supported && tma_loadable;
 }
@@ -106,7 +106,7 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
       plan.path == KernelPath::Sm90
           ? sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target)
           : sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
-  if (problem.empty() && plan.path == KernelPath::Sm80) problem = mask_tiles_problem(spec, plan.tiles);
+  if (problem.empty()) problem = mask_tiles_problem(spec, plan.tiles);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,
                 fmt::format("tiles {{block_m: {}, block_n: {}, warps: {}, stages: {}}} cannot run "

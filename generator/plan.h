@@ -21,8 +21,8 @@ enum class KernelPath { Sm80, Sm90 };
 const char* to_string(KernelPath path);  // "sm80" | "sm90"
 
 // Does the sm90 kernel serve `spec` on `target` for a call whose Q, K and V TMA can load
-// (`tma_loadable`, see runtime/tensor_maps.h)? It needs sm_90a and
-// hopper.warp_specialization; `arch: sm80` keeps the mma.sync kernel.
+// (`tma_loadable`, see runtime/tensor_maps.h)? It needs sm_90a, hopper.warp_specialization
+// and a mask it serves (sm90_serves_mask); `arch: sm80` keeps the mma.sync kernel.
 bool sm90_serves(const Spec& spec, const std::string& target, bool tma_loadable = true);
 
 struct Plan {

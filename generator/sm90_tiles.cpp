@@ -57,18 +57,26 @@ Tiles sm90_default_tiles(const Spec& spec, const std::string& target) {
   // ring slot is worth more than a wider key block (d128: n128 s3 is 1.36x n128 s2, as the
   // consumers hold slot n-1 for P V while S(n) is computed, so two slots leave the producer
   // nothing to fill), so take the widest key block up to the preferred one that fits three
-  // slots, down to 48 keys; wider dims fall back to two slots.
+  // slots, down to 48 keys; wider dims fall back to two slots. With a block mask, only key
+  // blocks that divide the mask's block_k count.
   const int preferred_n = d <= 128 ? 128 : d <= 192 ? 112 : d <= 256 ? 80 : 64;
   for (int stages : {3, 2}) {
     const int narrowest = stages == 3 ? 48 : 16;
     for (int block_n = preferred_n; block_n >= narrowest; block_n -= 16) {
       const Tiles t{kSm90BlockM, block_n, kSm90Warps, stages};
-      if (sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty()) return t;
+      if (sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target).empty() &&
+          mask_tiles_problem(spec, t).empty())
+        return t;
     }
   }
   throw Error(ErrorKind::Usage,
               fmt::format("no sm90 tile configuration fits head dims {}/{} on {}",
                           spec.head_dim_qk, spec.head_dim_v, target));
+}
+
+bool sm90_serves_mask(const Spec& spec) {
+  if (spec.mask != MaskKind::BlockSparse && spec.mask != MaskKind::Pattern) return true;
+  return spec.block_q % kSm90BlockM == 0;
 }
 
 }  // namespace flashjit::gen

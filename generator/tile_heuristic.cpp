@@ -107,14 +107,15 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
 
 Tiles default_tiles(const Spec& spec, const std::string& target) {
   return sm90_serves(spec, target) ? sm90_default_tiles(spec, target)
-                                       : sm80_default_tiles(spec, target);
+                                   : sm80_default_tiles(spec, target);
 }
 
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles) {
   const PaddedDims dims = padded_dims(spec);
-  if (sm90_serves(spec, target))
-    return sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
-  const std::string problem = sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
+  const std::string problem =
+      sm90_serves(spec, target)
+          ? sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target)
+          : sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
   return problem.empty() ? mask_tiles_problem(spec, tiles) : problem;
 }
 

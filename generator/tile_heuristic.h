@@ -38,7 +38,14 @@ int sm90_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& tiles);
 int sm90_consumer_registers(int dv_slice, const Tiles& tiles);
 std::string sm90_tiles_problem(int d_qk_pad, int dv_slice, const Tiles& tiles,
                                const std::string& target);
+// The sm90 kernel's built-in tiles for `spec`; with a block mask, a block_n that divides
+// its block_k.
 Tiles sm90_default_tiles(const Spec& spec, const std::string& target);
+// Can the sm90 kernel serve the mask of `spec`? Every mask but varlen (a plan variant, see
+// varlen_variant); a block mask only when its query blocks hold whole 128-row CTAs
+// (block_q a multiple of kSm90BlockM), as mask_tiles_problem requires. Its key blocks, a
+// multiple of 16, always admit a block_n.
+bool sm90_serves_mask(const Spec& spec);
 // Why `tiles` cannot serve the block mask of `spec` ("" when they can, or when the spec has
 // no block mask): every CTA's query rows must lie in one mask query block (block_m divides
 // block_q) and every key tile in one mask key block (block_n divides block_k), so that a CTA

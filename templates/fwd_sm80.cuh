@@ -24,6 +24,7 @@
 #include "common.cuh"
 #include "dtype.cuh"
 #include "fwd_params.cuh"
+#include "key_blocks.cuh"
 #include "softmax.cuh"
 #include "tile_load.cuh"
 
@@ -34,43 +35,6 @@ namespace fj {
 __host__ __device__ constexpr int conflict_free_stride(int cols) {
   const int units = cols / 8;
   return 8 * (units % 2 == 1 ? units : units + 1);
-}
-
-// The key blocks one CTA visits, in visiting order: the blocks `first`, `first + stride`, ...
-// (count1 of them), then `second`, `second + 1`, ... (count2), or with a run-time layout the
-// count1 blocks of `list`. Blocks are mask blocks for block masks and key tiles otherwise.
-struct KeyBlockRuns {
-  int first = 0, stride = 1, count1 = 0;
-  int second = 0, count2 = 0;
-  const int* list = nullptr;
-
-  __device__ __forceinline__ int block(int nth) const {
-    if (list != nullptr) return __ldg(list + nth);
-    return nth < count1 ? first + nth * stride : second + (nth - count1);
-  }
-};
-
-// The key blocks that query block qb sees under pattern P, among the key blocks [0, blocks).
-template <class Cfg>
-__device__ __forceinline__ KeyBlockRuns pattern_runs(int qb, int blocks) {
-  KeyBlockRuns runs;
-  if constexpr (Cfg::kPattern == Pattern::kLocal) {
-    runs.first = max(0, qb - Cfg::kPatternWindow);
-    runs.count1 = max(0, min(blocks, qb + Cfg::kPatternWindow + 1) - runs.first);
-  } else if constexpr (Cfg::kPattern == Pattern::kStrided) {
-    runs.first = qb % Cfg::kPatternStride;
-    runs.stride = Cfg::kPatternStride;
-    runs.count1 = runs.first < blocks ? (blocks - runs.first + runs.stride - 1) / runs.stride : 0;
-  } else if constexpr (Cfg::kPattern == Pattern::kGlobalLocal) {
-    if (qb < Cfg::kPatternGlobal) {  // a global query block sees every key block
-      runs.count1 = blocks;
-    } else {  // the global key blocks, then the band right of them
-      runs.count1 = min(Cfg::kPatternGlobal, blocks);
-      runs.second = max(Cfg::kPatternGlobal, qb - Cfg::kPatternWindow);
-      runs.count2 = max(0, min(blocks, qb + Cfg::kPatternWindow + 1) - runs.second);
-    }
-  }
-  return runs;
 }
 
 template <class Cfg>
@@ -93,12 +57,7 @@ struct Sm80FwdLayout {
   static_assert(Cfg::kDqkPad % 16 == 0 && Cfg::kDvSlice % 16 == 0, "padded head dims");
   static_assert(Cfg::kStages >= 2, "the pipeline needs two stages");
 
-  static constexpr bool kBlockMask = Cfg::kBlockSparse || Cfg::kPattern != Pattern::kNone;
-  // Key tiles per visited block: a mask block holds whole tiles (see the file comment).
-  static constexpr int kTilesPerBlock = kBlockMask ? Cfg::kMaskBlockK / Cfg::kBlockN : 1;
-  static_assert(!kBlockMask || (Cfg::kMaskBlockQ % Cfg::kBlockM == 0 &&
-                                Cfg::kMaskBlockK % Cfg::kBlockN == 0),
-                "tiles lie inside mask blocks");
+  static constexpr bool kBlockMask = KeyTiling<Cfg>::kBlockMask;
 };
 
 template <class Cfg>
@@ -145,40 +104,11 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   const u16* k = static_cast<const u16*>(p.k) + k_row0 + kv_head * p.k_head_stride;
   const u16* v = static_cast<const u16*>(p.v) + v_row0 + kv_head * p.v_head_stride + v_col0;
 
-  const KeyRange keys = visible_keys<Cfg>(m0, kBM, seqlen_k, diag);
-  const int key_begin = keys.begin, key_end = keys.end;
-
-  // The blocks to visit (KeyBlockRuns), each kTilesPerBlock key tiles: step s of the main
-  // loop is tile s % kTilesPerBlock of block s / kTilesPerBlock. Tiles at or past key_end
-  // (a listed block that causal or the sequence end hides) are skipped.
-  constexpr int kTPB = L::kTilesPerBlock;
-  constexpr int kBlockKeys = kTPB * kBN;
-  const int key_blocks = key_end > 0 ? (key_end + kBlockKeys - 1) / kBlockKeys : 0;
-  KeyBlockRuns runs;
-  if constexpr (Cfg::kBlockSparse) {
-    const long long entry = batch * p.layout_batch_stride + head * p.layout_head_stride +
-                            m0 / Cfg::kMaskBlockQ;
-    runs.count1 = min(max(p.block_counts[entry], 0), p.layout_max_blocks);
-    runs.list = p.block_indices + entry * p.layout_max_blocks;
-  } else if constexpr (Cfg::kPattern != Pattern::kNone) {
-    runs = pattern_runs<Cfg>(m0 / Cfg::kMaskBlockQ, key_blocks);
-  } else {
-    runs.first = key_begin / kBN;
-    runs.count1 = max(0, key_blocks - runs.first);
-  }
-  const int n_blocks = (runs.count1 + runs.count2) * kTPB;  // main-loop steps
-  // The first key of step `step`, or -1 when the step is skipped. Without a block mask every
-  // step is a tile of the band: nothing to check (and no register kept for the check).
-  auto step_key0 = [&](int step) {
-    if constexpr (!L::kBlockMask) {
-      return (runs.first + step) * kBN;
-    } else {
-      const int block = runs.block(step / kTPB);
-      if (block < 0 || block >= key_blocks) return -1;
-      const int key0 = (block * kTPB + step % kTPB) * kBN;
-      return key0 < key_end ? key0 : -1;
-    }
-  };
+  // The key tiles to visit (templates/key_blocks.cuh): step s of the main loop loads and
+  // computes the tile at step_key0(s); skipped steps (-1) keep their place in the pipeline.
+  const KeySteps steps =
+      key_steps<Cfg>(p, batch, head, m0, visible_keys<Cfg>(m0, kBM, seqlen_k, diag));
+  const int n_blocks = step_count<Cfg>(steps);  // main-loop steps
 
   float acc_o[kMT][kOT][4];
   float row_max[kMT][2];  // running max of scale*log2(e)*s; -inf until a key is seen
@@ -196,7 +126,7 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   // Step `step` of the main loop works on the key tile at step_key0(step), in ring slot
   // step % kStages.
   auto load_kv = [&](int step) {
-    const int key0 = step_key0(step);
+    const int key0 = step_key0<Cfg>(steps, step);
     if (L::kBlockMask && key0 < 0) return;  // a skipped step: its commit group stays empty
     load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
         s_k + (step % kStages) * L::kKElems, k + key0 * p.k_seq_stride, p.k_seq_stride,
@@ -227,7 +157,7 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
     if (j + kStages - 1 < n_blocks) load_kv(j + kStages - 1);
     cp_async_commit();
     // Uniform over the CTA, so every thread skips together and meets the next barrier.
-    const int key0 = step_key0(j);
+    const int key0 = step_key0<Cfg>(steps, j);
     if (L::kBlockMask && key0 < 0) continue;
 
     const u16* tile_k = s_k + (j % kStages) * L::kKElems;

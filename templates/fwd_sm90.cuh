@@ -15,15 +15,21 @@
 // other does its softmax, keeping the tensor cores busy.
 // Tiles are 64-column panels (128 bytes a row, TMA's 128-byte swizzle span); columns past
 // the head dim and rows past the sequence end arrive as zeros from TMA.
+// Block masks (block_sparse, pattern) choose whole key tiles, as in the sm80 kernel: the
+// producer and both consumers walk the same visited tiles (templates/key_blocks.cuh), the
+// i-th of them in ring slot i % kStages, so a hidden tile never leaves a gap in the ring.
 //
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
-// kDvSplits, kBlockM, kBlockN, kStages, kCausal, kWindow, kWindowLeft, kWindowRight.
+// kDvSplits, kBlockM, kBlockN, kStages, kCausal, kWindow, kWindowLeft, kWindowRight,
+// kBlockSparse, kPattern, kMaskBlockQ, kMaskBlockK, kPatternWindow, kPatternStride,
+// kPatternGlobal.
 #pragma once
 
 #include "common.cuh"
 #include "dtype.cuh"
 #include "fwd_params.cuh"
 #include "hopper.cuh"
+#include "key_blocks.cuh"
 #include "softmax.cuh"
 
 namespace fj {
@@ -91,16 +97,11 @@ struct Smem {
   }
 };
 
-// The key blocks [first, end) the CTA visits.
-struct KeyBlocks {
-  int first, end;
-  __device__ int count() const { return end > first ? end - first : 0; }
-};
-
 // Where the CTA sits in the problem.
 struct Block {
   int m0, head, kv_head, batch, split, v_col0, diag;
-  KeyBlocks keys;
+  KeySteps keys;
+  int tiles;  // the key tiles the CTA visits (visited_steps of keys), the same in every thread
 };
 
 // The producer's one thread: Q, then the K/V tiles of every visible key block. Its loops
@@ -116,13 +117,14 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const Block& b, con
     tma_load_4d(sm.q() + panel * Cfg::kBlockM * L::kPanelRowBytes, tm_q,
                 b.head * p.q_tma.head_cols + panel * 64, b.m0, b.head * p.q_tma.head_index,
                 b.batch, sm.q_full());
-  const int n_blocks = b.keys.count();
+  const int n_blocks = b.tiles;
+  KeyTileWalk walk;
 #pragma unroll 1
   for (int i = 0; i < n_blocks; ++i) {
     const int slot = i % Cfg::kStages;
     const u32 phase = (i / Cfg::kStages) & 1;
     mbar_wait(sm.empty(slot), phase ^ 1);  // the first pass finds every slot free
-    const int key0 = (b.keys.first + i) * Cfg::kBlockN;
+    const int key0 = walk.next<Cfg>(b.keys);
     mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
 #pragma unroll 1
     for (int panel = 0; panel < L::kQkPanels; ++panel)
@@ -164,7 +166,7 @@ __device__ __forceinline__ void fix_padding(const Smem<Cfg>& sm, const Block& b,
   mbar_wait(sm.q_full(), 0);
   zero_pad_columns<Cfg>(sm.q(), Cfg::kBlockM, Cfg::kBlockM * L::kPanelRowBytes, lane);
   if (lane == 0) mbar_arrive(sm.q_ready());
-  const int n_blocks = b.keys.count();
+  const int n_blocks = b.tiles;
 #pragma unroll 1
   for (int i = 0; i < n_blocks; ++i) {
     const int slot = i % Cfg::kStages;
@@ -226,7 +228,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
   const int rows0 = b.m0 + c * L::kConsumerRows;  // this warp group's first row
   const int row = rows0 + warp * 16 + lane / 4;   // this thread's first row
   const u32 q_tile = sm.q() + c * L::kConsumerRows * L::kPanelRowBytes;
-  const int n_blocks = b.keys.count();
+  const int n_blocks = b.tiles;
+  KeyTileWalk walk;  // the keys of block n, in the order the producer loaded them
 
   float o[kOT][4];
   float s[kST][4];
@@ -246,10 +249,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
   auto pass_turn = [&](int n) {
     if (!(c == 1 && n == n_blocks - 1)) named_arrive(other_turn, kSchedThreads);
   };
-  // Softmax of block n (its S in `s`): mask, running max and sums, P in place; returns in
-  // alpha the factor for the O accumulated before this block.
-  auto softmax = [&](int n, float (&alpha)[2]) {
-    const int key0 = (b.keys.first + n) * Cfg::kBlockN;
+  // Softmax of the block of keys from key0 (its S in `s`): mask, running max and sums, P in
+  // place; returns in alpha the factor for the O accumulated before this block.
+  auto softmax = [&](int key0, float (&alpha)[2]) {
     if (block_needs_mask<Cfg>(rows0, L::kConsumerRows, key0, Cfg::kBlockN, p.seqlen_k, b.diag))
       mask_scores<Cfg>(s, row, key0, p.seqlen_k, b.diag, lane);
     softmax_step(s, row_max, row_sum, p.scale_log2, alpha);
@@ -271,12 +273,13 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
     pass_turn(0);
     wgmma_wait<0>();
     float alpha[2];
-    softmax(0, alpha);
+    softmax(walk.next<Cfg>(b.keys), alpha);
     pack_p<Cfg>(pf, s);
 
     // Block n: issue S(n), then P(n-1) V(n-1); the softmax of S(n) overlaps that product.
     for (int n = 1; n < n_blocks; ++n) {
       const int slot = n % kStages, prev = (n - 1) % kStages;
+      const int key0 = walk.next<Cfg>(b.keys);  // read before the waits hide its latency
       mbar_wait(k_ready(slot), (n / kStages) & 1);
       named_sync(my_turn, kSchedThreads);
       wgmma_fence();
@@ -288,7 +291,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
       wgmma_commit();
       pass_turn(n);
       wgmma_wait<1>();  // S(n) has landed
-      softmax(n, alpha);
+      softmax(key0, alpha);
       wgmma_wait<0>();  // P(n-1) V(n-1) is done: its slot and the P registers are free
       release(prev);
       rescale_rows(o, alpha);
@@ -336,8 +339,9 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
   b.kv_head = b.head / p.heads_per_kv;
   b.v_col0 = b.split * Cfg::kDvSlice;
   b.diag = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
-  const KeyRange keys = visible_keys<Cfg>(b.m0, Cfg::kBlockM, p.seqlen_k, b.diag);
-  b.keys = {keys.begin / Cfg::kBlockN, keys.end > 0 ? (keys.end + Cfg::kBlockN - 1) / Cfg::kBlockN : 0};
+  b.keys = key_steps<Cfg>(p, b.batch, b.head, b.m0,
+                          visible_keys<Cfg>(b.m0, Cfg::kBlockM, p.seqlen_k, b.diag));
+  b.tiles = visited_steps<Cfg>(b.keys, threadIdx.x % 32);
 
   // Read from lane 0 so that ptxas sees a warp-uniform value: wgmma in a branch it cannot
   // prove uniform gets serialised (ptxas C7520).
@@ -363,7 +367,7 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
   if (warp_group == 0) {
     regs_release<24>();
     const int warp = threadIdx.x / 32;
-    if (b.keys.count() > 0) {
+    if (b.tiles > 0) {
       if (threadIdx.x == 0) sm90::produce<Cfg>(sm, b, p, tm_q, tm_k, tm_v);
       if (Sm90FwdLayout<Cfg>::kPadQkCols > 0 && p.qk_pad_dirty && warp == 1)
         sm90::fix_padding<Cfg>(sm, b, threadIdx.x % 32);

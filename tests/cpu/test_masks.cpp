@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autotune/candidates.h"
@@ -83,13 +84,18 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
           const Tiles t = gen::default_tiles(spec, target);
           CHECK(block_q % t.block_m == 0);
           CHECK(block_k % t.block_n == 0);
-          CHECK(t.block_m % (16 * t.warps) == 0);
-          CHECK_NOTHROW(gen::make_plan(spec, target));
+          const gen::Plan plan = gen::make_plan(spec, target);
+          CHECK(plan.tiles == t);
+          // The sm90 kernel's warps are its three warp groups; the sm80 kernel's own rows.
+          if (plan.path == gen::KernelPath::Sm80) CHECK(t.block_m % (16 * t.warps) == 0);
         }
   // Tiles already inside the blocks stay as they are.
   const Spec big = sparse_spec(1024, 512, 64);
-  CHECK(gen::default_tiles(big, "sm_90a") ==
-        gen::sm80_default_tiles(spec_from("head_dim: 64\n"), "sm_90a"));
+  const Spec dense = spec_from("head_dim: 64\n");
+  for (const char* target : {"sm_80", "sm_90a"}) {
+    CAPTURE(target);
+    CHECK(gen::default_tiles(big, target) == gen::default_tiles(dense, target));
+  }
   CHECK(gen::fit_tiles_to_mask(sparse_spec(48, 96), Tiles{128, 64, 4, 3}) == Tiles{48, 48, 1, 3});
   CHECK(gen::fit_tiles_to_mask(spec_from("head_dim: 64\n"), Tiles{128, 64, 4, 3}) ==
         Tiles{128, 64, 4, 3});
@@ -100,6 +106,68 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
             .find("block_m 128 does not divide the mask's block_q 64") != std::string::npos);
   CHECK(gen::mask_tiles_problem(sparse_spec(128, 96), Tiles{128, 64, 4, 2}) ==
         "block_n 64 does not divide the mask's block_k 96");
+  // The same rule for the sm90 kernel's tiles, given or tuned.
+  const Tiles ws_straddling{128, 64, 12, 2};
+  CHECK(error_of([&] { gen::make_plan(sparse_spec(128, 96), "sm_90a", 16, &ws_straddling); },
+                 ErrorKind::Usage)
+            .find("with the sm90 kernel on sm_90a: block_n 64 does not divide the mask's "
+                  "block_k 96") != std::string::npos);
+  CHECK(gen::tiles_problem(sparse_spec(256, 128), "sm_90a", Tiles{128, 96, 12, 2}) ==
+        "block_n 96 does not divide the mask's block_k 128");
+  CHECK(gen::tiles_problem(sparse_spec(256, 128), "sm_90a", Tiles{128, 64, 12, 2}) == "");
+}
+
+TEST_CASE("plan: the sm90 kernel serves block masks whose query blocks hold whole CTAs") {
+  using gen::KernelPath;
+  const auto path = [](const Spec& spec) { return gen::make_plan(spec, "sm_90a").path; };
+  const auto pattern = [](int block, const std::string& rest) {
+    return spec_from("head_dim: 96\nmask: {pattern: {block: " + std::to_string(block) + ", " +
+                     rest + "}}\n");
+  };
+  // block_q a multiple of the sm90 kernel's 128 rows; any key block (a multiple of 16).
+  const std::pair<int, int> fitting[] = {{128, 128}, {256, 64}, {128, 16}, {384, 48}, {1024, 512}};
+  for (const auto& [block_q, block_k] : fitting) {
+    CAPTURE(block_q);
+    CAPTURE(block_k);
+    CHECK(path(sparse_spec(block_q, block_k)) == KernelPath::Sm90);
+  }
+  CHECK(path(pattern(128, "kind: local, blocks: 2")) == KernelPath::Sm90);
+  CHECK(path(pattern(256, "kind: strided, stride: 3")) == KernelPath::Sm90);
+  CHECK(path(pattern(128, "kind: global_local, global_blocks: 1, window_blocks: 1")) ==
+        KernelPath::Sm90);
+  // Query blocks that a 128-row CTA would straddle: the sm80 kernel, with tiles that fit.
+  for (const Spec& spec :
+       {sparse_spec(64, 128), sparse_spec(192, 64), pattern(64, "kind: local, blocks: 1")}) {
+    const gen::Plan plan = gen::make_plan(spec, "sm_90a");
+    CHECK(plan.path == KernelPath::Sm80);
+    CHECK(gen::mask_tiles_problem(spec, plan.tiles) == "");
+  }
+  CHECK(gen::make_plan(sparse_spec(128, 128), "sm_80").path == KernelPath::Sm80);
+  // Calls TMA cannot load and varlen fall back to the sm80 kernel, its tiles fitted to the
+  // mask.
+  const Spec sparse = sparse_spec(256, 48);
+  for (const gen::Plan& plan : {gen::make_plan(sparse, "sm_90a", 8, nullptr, false),
+                                gen::varlen_variant(gen::make_plan(sparse, "sm_90a"))}) {
+    CHECK(plan.path == KernelPath::Sm80);
+    CHECK(gen::mask_tiles_problem(sparse, plan.tiles) == "");
+  }
+}
+
+TEST_CASE("tiles: the sm90 heuristic picks a block_n that divides the mask's key block") {
+  for (int d : {32, 64, 96, 128, 192, 256, 512})
+    for (int block_k : {16, 32, 48, 64, 80, 96, 112, 128, 160, 256, 384, 4096}) {
+      CAPTURE(d);
+      CAPTURE(block_k);
+      const Spec spec = sparse_spec(128, block_k, d);
+      const gen::Plan plan = gen::make_plan(spec, "sm_90a");
+      REQUIRE(plan.path == gen::KernelPath::Sm90);
+      CHECK(block_k % plan.tiles.block_n == 0);
+      CHECK(gen::sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, "sm_90a") == "");
+      // The unmasked choice whenever it divides block_k.
+      const Tiles dense =
+          gen::sm90_default_tiles(spec_from("head_dim: " + std::to_string(d) + "\n"), "sm_90a");
+      if (block_k % dense.block_n == 0) CHECK(plan.tiles == dense);
+    }
 }
 
 TEST_CASE("autotune: block_sparse specs are refused; pattern candidates fit the blocks") {
@@ -119,8 +187,10 @@ TEST_CASE("autotune: block_sparse specs are refused; pattern candidates fit the 
 }
 
 TEST_CASE("plan and emit: kernel names and constants of block masks and varlen") {
-  const gen::Plan sparse = gen::make_plan(sparse_spec(128, 128), "sm_90a");
-  CHECK(sparse.kernel_name == "fa_fwd_qk64_v64_bf16_full_bsparse128x128_m128n64w4s3_a16_sm90a");
+  CHECK(gen::make_plan(sparse_spec(128, 128), "sm_90a").kernel_name ==
+        "fa_fwd_qk64_v64_bf16_full_bsparse128x128_ws_n128s3_a16_sm90a");
+  const gen::Plan sparse = gen::make_plan(sparse_spec(128, 128), "sm_80");
+  CHECK(sparse.kernel_name == "fa_fwd_qk64_v64_bf16_full_bsparse128x128_m128n64w4s3_a16_sm80");
   CHECK_FALSE(sparse.varlen);
   const std::string src = gen::emit_source(sparse);
   CHECK(src.find("static constexpr bool kBlockSparse = true;") != std::string::npos);
@@ -444,6 +514,34 @@ TEST_CASE("compile: the varlen variant of every masked config builds with no spi
       CHECK(compiled->report.spill_load_bytes == 0);
       CHECK(compiled->report.stack_bytes == 0);
     }
+  }
+}
+
+// The shipped mask configs reach the sm90 kernel only where their blocks fit it (see
+// test_compile.cpp for those): these cover every block mask on it, with key blocks of one and
+// of several tiles, causal, qk != v and the widest V slice. A kernel whose wgmma ptxas had to
+// serialise or fence (C75xx) fails to compile (nvrtc_compiler.cpp).
+TEST_CASE("compile: the sm90 kernel's block masks build with no spills") {
+  const char* specs[] = {
+      "head_dim: 64\nmask: {block_sparse: {block_q: 128, block_k: 128}}\n",
+      "head_dim: 128\ncausal: true\nmask: {block_sparse: {block_q: 256, block_k: 64}}\n",
+      "head_dim_qk: 192\nhead_dim_v: 128\ndtype: fp16\ncausal: true\n"
+      "mask: {block_sparse: {block_q: 128, block_k: 256}}\n",
+      "head_dim: 256\nmask: {block_sparse: {block_q: 128, block_k: 128}}\n",
+      "head_dim: 64\ncausal: true\nmask: {pattern: {kind: local, block: 128, blocks: 2}}\n",
+      "head_dim: 96\ndtype: fp16\nmask: {pattern: {kind: strided, block: 256, stride: 3}}\n",
+      "head_dim: 128\nmask: {pattern: {kind: global_local, block: 128, global_blocks: 2, "
+      "window_blocks: 1}}\n",
+  };
+  rt::KernelCompiler compiler(rt::DiskCache("", false));
+  for (const char* yaml : specs) {
+    CAPTURE(yaml);
+    const gen::Plan plan = gen::make_plan(spec_from(yaml), "sm_90a");
+    REQUIRE(plan.path == gen::KernelPath::Sm90);
+    const auto compiled = compiler.compile(plan);
+    CHECK(compiled->report.spill_store_bytes == 0);
+    CHECK(compiled->report.spill_load_bytes == 0);
+    CHECK(compiled->report.stack_bytes == 0);
   }
 }
 

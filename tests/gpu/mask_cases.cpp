@@ -31,6 +31,8 @@ Spec sparse_spec(int dqk, int dv, DType dtype, bool causal, int block_q, int blo
   spec.block_q = block_q;
   spec.block_k = block_k;
   spec.tiles = tiles;
+  // Given tiles are the sm80 kernel's (block_m, warps): they pin that kernel on Hopper too.
+  spec.warp_specialization = tiles.is_auto();
   spec.validate();
   return spec;
 }
@@ -84,9 +86,11 @@ Shape with_full_layout(const Spec& spec, Shape s) {
 
 }  // namespace
 
+// On an H200 the specs whose block_q is a multiple of 128 run the sm90 kernel (the rest, and
+// the "sm80 kernel" test cases, the sm80 one).
 std::vector<Spec> block_sparse_specs() {
   return {
-      // Kernel tiles smaller than the mask blocks (m128 n64 in 128 x 128 blocks).
+      // Kernel tiles smaller than the mask blocks (sm80: m128 n64 in 128 x 128 blocks).
       sparse_spec(64, 64, DType::BF16, false, 128, 128),
       // Small blocks: the heuristic shrinks its tiles to 64 x 32.
       sparse_spec(128, 128, DType::F16, true, 64, 32),
@@ -96,6 +100,10 @@ std::vector<Spec> block_sparse_specs() {
       sparse_spec(192, 128, DType::F16, true, 128, 256),
       // Blocks of one m16 tile: 16 x 16, one warp.
       sparse_spec(72, 72, DType::BF16, true, 16, 16),
+      // Query blocks of two 128-row CTAs, key blocks of one sm90 tile (n64 at d 256).
+      sparse_spec(256, 256, DType::BF16, false, 256, 64),
+      // Key blocks of 48: sm90 tiles of 48 keys (the widest block_n dividing them).
+      sparse_spec(128, 128, DType::BF16, true, 128, 48),
   };
 }
 
@@ -138,6 +146,9 @@ std::vector<Spec> pattern_specs() {
       pattern_spec(64, DType::F16, false, {K::GlobalLocal, 64, 1, 0, 1}),
       pattern_spec(128, DType::BF16, true, {K::GlobalLocal, 128, 0, 0, 2}),
       pattern_spec(256, DType::BF16, false, {K::GlobalLocal, 64, 3, 0, 2}),
+      // Blocks of two sm90 CTAs and of two sm90 key tiles (n128 at d 96, n64 at d 200).
+      pattern_spec(96, DType::BF16, true, {K::Strided, 256, 0, 2, 0}),
+      pattern_spec(200, DType::F16, false, {K::GlobalLocal, 128, 1, 0, 1}),
   };
 }
 

@@ -68,5 +68,11 @@ TEST_CASE("forward, sm80 kernel: every head dim on small shapes") {
 }
 TEST_CASE("forward, sm80 kernel: seqlen 4097") { check_cases(long_cases(), Kernel::Sm80); }
 TEST_CASE("forward, sm80 kernel: sliding windows") { check_cases(window_cases(), Kernel::Sm80); }
+TEST_CASE("forward, sm80 kernel: block-sparse layouts") {
+  check_cases(block_sparse_cases(), Kernel::Sm80);
+}
+TEST_CASE("forward, sm80 kernel: compiled-in block patterns") {
+  check_cases(pattern_cases(), Kernel::Sm80);
+}
 
 }  // namespace flashjit::gpu_test
