@@ -60,7 +60,7 @@ class JitKernel final : public Kernel {
     const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);
     // The sm80 kernel takes one FwdParams by value; the sm90 kernel also its tensor maps.
     rt::ForwardTensorMaps maps;
-    if (plan.path == gen::KernelPath::Sm90) maps = rt::make_tensor_maps(plan, args, params);
+    if (plan.path == gen::KernelPath::Sm90) maps = rt::make_tensor_maps(plan, args);
     void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
     rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
                              geometry.block_x, geometry.shared_bytes, stream, kernel_params);

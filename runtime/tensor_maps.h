@@ -1,15 +1,11 @@
-// The TMA tensor maps the sm90 kernel loads Q, K and V through, with boxes of 64 columns (one
-// 128-byte swizzled panel) by the rows one copy brings (the CTA's 128 query rows, a key
-// block). A tensor whose head stride is a multiple of 16 bytes is seen as 4-d {head_dim,
-// seqlen, heads, batch}; otherwise (e.g. head dim 100 with packed heads: 200-byte steps) as
-// {heads laid end to end, seqlen, 1, batch}, a head being a column offset. In that form the
-// columns past a head's head_dim are the next head's: the kernel zeroes those it reads.
+// The TMA tensor maps the sm90 kernel loads Q, K and V through: each tensor seen as 4-d
+// {head_dim, seqlen, heads, batch}, boxes of 64 columns (one 128-byte swizzled panel) by the
+// rows one copy brings (the CTA's 128 query rows, a key block).
 #pragma once
 
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
 #include "runtime/driver.h"
-#include "templates/fwd_params.cuh"
 
 namespace flashjit::rt {
 
@@ -21,13 +17,14 @@ struct ForwardTensorMaps {
   TensorMap q, k, v;
 };
 
-// Can TMA load this call's Q, K and V? Their base addresses and their sequence and batch
-// strides (along dimensions of extent > 1) must be multiples of 16 bytes; any head stride.
+// Can TMA load this call's Q, K and V? Base addresses and the sequence, head and batch
+// strides (along dimensions of extent > 1) must be multiples of 16 bytes. A head is a
+// dimension of its own, not a column offset: a box whose first column is not 16-byte
+// aligned faults on Hopper (CUDA_ERROR_ILLEGAL_INSTRUCTION, seen on the H200 with heads of
+// 200 bytes laid end to end), so head dim 100 with packed heads runs the sm80 kernel.
 bool tma_loadable(const ForwardArgs& args);
 
-// Encodes the three maps for a call the plan's sm90 kernel serves and sets the head steps
-// (q_tma, k_tma, v_tma) and qk_pad_dirty of `params`.
-ForwardTensorMaps make_tensor_maps(const gen::Plan& plan, const ForwardArgs& args,
-                                   FwdParams& params);
+// Encodes the three maps for a call the plan's sm90 kernel serves.
+ForwardTensorMaps make_tensor_maps(const gen::Plan& plan, const ForwardArgs& args);
 
 }  // namespace flashjit::rt

@@ -3,12 +3,6 @@
 // uses only built-in types and must keep one layout in both.
 #pragma once
 
-// How the sm90 kernel finds head h in a TMA tensor map (runtime/tensor_maps.cpp): its box
-// starts at column h * head_cols and head index h * head_index; one of the two is 0.
-struct TmaHeadStep {
-  int head_cols, head_index;
-};
-
 struct FwdParams {
   const void* q;
   const void* k;
@@ -41,10 +35,4 @@ struct FwdParams {
   // seqlen_k above are then the longest sequence's, and LSE is [heads_q, total_q].
   const int* cu_seqlens_q;
   const int* cu_seqlens_k;
-
-  // The sm90 kernel only: the head steps of its Q, K and V tensor maps, and whether the
-  // Q/K columns from head_dim_qk up to the next multiple of 16 arrive holding the next
-  // head's data (then the kernel zeroes them before Q K^T reads them).
-  TmaHeadStep q_tma, k_tma, v_tma;
-  int qk_pad_dirty;
 };

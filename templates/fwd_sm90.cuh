@@ -49,12 +49,8 @@ struct Sm90FwdLayout {
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKBytes;
   static constexpr int kBarOffset = kVOffset + Cfg::kStages * kVBytes;
-  // q_full, k_full, v_full and empty for every slot, q_ready and k_ready for every slot:
-  // 8 bytes each.
-  static constexpr int kBarBytes = 8 * (2 + 4 * Cfg::kStages);
-  // Q/K columns from the head dim up to the k16 step the products read: zero in shared
-  // memory, or the next head's data when a tensor map lays heads end to end.
-  static constexpr int kPadQkCols = Cfg::kDqkPad - Cfg::kHeadDimQk;
+  // q_full, then k_full, v_full and empty for every slot, 8 bytes each.
+  static constexpr int kBarBytes = 8 * (1 + 3 * Cfg::kStages);
   // The dynamic shared memory base is only 16-byte aligned; the swizzled tiles want 1024.
   static constexpr int kSharedBytes = kBarOffset + kBarBytes + 1024;
 
@@ -90,11 +86,6 @@ struct Smem {
   __device__ u32 empty(int slot) const {
     return base + L::kBarOffset + 8 * (1 + 2 * Cfg::kStages + slot);
   }
-  // Q and K tiles after their padding columns were zeroed (only when they needed it).
-  __device__ u32 q_ready() const { return base + L::kBarOffset + 8 * (1 + 3 * Cfg::kStages); }
-  __device__ u32 k_ready(int slot) const {
-    return base + L::kBarOffset + 8 * (2 + 3 * Cfg::kStages + slot);
-  }
 };
 
 // Where the CTA sits in the problem.
@@ -107,16 +98,14 @@ struct Block {
 // The producer's one thread: Q, then the K/V tiles of every visible key block. Its loops
 // stay rolled: it runs on 24 registers, and issuing copies is not what limits the kernel.
 template <class Cfg>
-__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const Block& b, const FwdParams& p,
-                                        const TmaDesc* tm_q, const TmaDesc* tm_k,
-                                        const TmaDesc* tm_v) {
+__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const Block& b, const TmaDesc* tm_q,
+                                        const TmaDesc* tm_k, const TmaDesc* tm_v) {
   using L = Sm90FwdLayout<Cfg>;
   mbar_arrive_expect_tx(sm.q_full(), L::kQBytes);
 #pragma unroll 1
   for (int panel = 0; panel < L::kQkPanels; ++panel)
-    tma_load_4d(sm.q() + panel * Cfg::kBlockM * L::kPanelRowBytes, tm_q,
-                b.head * p.q_tma.head_cols + panel * 64, b.m0, b.head * p.q_tma.head_index,
-                b.batch, sm.q_full());
+    tma_load_4d(sm.q() + panel * Cfg::kBlockM * L::kPanelRowBytes, tm_q, panel * 64, b.m0,
+                b.head, b.batch, sm.q_full());
   const int n_blocks = b.tiles;
   KeyTileWalk walk;
 #pragma unroll 1
@@ -128,51 +117,13 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const Block& b, con
     mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
 #pragma unroll 1
     for (int panel = 0; panel < L::kQkPanels; ++panel)
-      tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k,
-                  b.kv_head * p.k_tma.head_cols + panel * 64, key0,
-                  b.kv_head * p.k_tma.head_index, b.batch, sm.k_full(slot));
+      tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, key0, b.kv_head,
+                  b.batch, sm.k_full(slot));
     mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
 #pragma unroll 1
     for (int panel = 0; panel < L::kVPanels; ++panel)
-      tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v,
-                  b.kv_head * p.v_tma.head_cols + b.v_col0 + panel * 64, key0,
-                  b.kv_head * p.v_tma.head_index, b.batch, sm.v_full(slot));
-  }
-}
-
-// Zeroes columns kHeadDimQk .. kDqkPad-1 of a `rows`-row tile of 64-column panels
-// `panel_bytes` apart, in TMA's 128-byte swizzle: the 16-byte chunk c of row r sits at
-// chunk c ^ (r % 8).
-template <class Cfg>
-__device__ __forceinline__ void zero_pad_columns(u32 tile, int rows, int panel_bytes, int lane) {
-  constexpr int kCols = Sm90FwdLayout<Cfg>::kPadQkCols;
-#pragma unroll 1
-  for (int e = lane; e < rows * kCols; e += 32) {
-    const int r = e / kCols, c = Cfg::kHeadDimQk + e % kCols;
-    const int cc = c % 64;
-    st_shared_zero_u16(tile + (c / 64) * panel_bytes + r * 128 + (((cc / 8) ^ (r % 8)) * 16) +
-                       (cc % 8) * 2);
-  }
-  fence_proxy_async();  // the zeros are ordinary stores; wgmma reads through the async proxy
-  __syncwarp();
-}
-
-// One warp of the producer group, when the tensor maps lay heads end to end and the head dim
-// is not a multiple of 16: after each Q/K tile lands, zero the columns past the head dim
-// that Q K^T reads (they hold the next head), then release the tile to the consumers.
-template <class Cfg>
-__device__ __forceinline__ void fix_padding(const Smem<Cfg>& sm, const Block& b, int lane) {
-  using L = Sm90FwdLayout<Cfg>;
-  mbar_wait(sm.q_full(), 0);
-  zero_pad_columns<Cfg>(sm.q(), Cfg::kBlockM, Cfg::kBlockM * L::kPanelRowBytes, lane);
-  if (lane == 0) mbar_arrive(sm.q_ready());
-  const int n_blocks = b.tiles;
-#pragma unroll 1
-  for (int i = 0; i < n_blocks; ++i) {
-    const int slot = i % Cfg::kStages;
-    mbar_wait(sm.k_full(slot), (i / Cfg::kStages) & 1);
-    zero_pad_columns<Cfg>(sm.k(slot), Cfg::kBlockN, L::kKPanelBytes, lane);
-    if (lane == 0) mbar_arrive(sm.k_ready(slot));
+      tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64, key0,
+                  b.kv_head, b.batch, sm.v_full(slot));
   }
 }
 
@@ -239,11 +190,6 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
 #pragma unroll
   for (int j = 0; j < kOT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
-  // Q and K tiles are read once their padding is clean: when it has to be zeroed, after
-  // fix_padding has done so; otherwise as soon as TMA has delivered them.
-  const bool fixed = L::kPadQkCols > 0 && p.qk_pad_dirty;
-  const u32 q_ready = fixed ? sm.q_ready() : sm.q_full();
-  auto k_ready = [&](int slot) { return fixed ? sm.k_ready(slot) : sm.k_full(slot); };
   const u32 my_turn = kSchedBarrier + c, other_turn = kSchedBarrier + (1 - c);
   // Consumer 1's last turn is handed to nobody: consumer 0 has already taken all of its.
   auto pass_turn = [&](int n) {
@@ -262,10 +208,10 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
 
   if (n_blocks > 0) {
     if (c == 1) named_arrive(other_turn, kSchedThreads);  // consumer 0 goes first
-    mbar_wait(q_ready, 0);
+    mbar_wait(sm.q_full(), 0);
 
     // Block 0: S only.
-    mbar_wait(k_ready(0), 0);
+    mbar_wait(sm.k_full(0), 0);
     named_sync(my_turn, kSchedThreads);
     wgmma_fence();
     issue_qk<Cfg>(s, q_tile, sm.k(0));
@@ -280,7 +226,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
     for (int n = 1; n < n_blocks; ++n) {
       const int slot = n % kStages, prev = (n - 1) % kStages;
       const int key0 = walk.next<Cfg>(b.keys);  // read before the waits hide its latency
-      mbar_wait(k_ready(slot), (n / kStages) & 1);
+      mbar_wait(sm.k_full(slot), (n / kStages) & 1);
       named_sync(my_turn, kSchedThreads);
       wgmma_fence();
       issue_qk<Cfg>(s, q_tile, sm.k(slot));
@@ -355,9 +301,7 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
       mbar_init(sm.k_full(slot), 1);
       mbar_init(sm.v_full(slot), 1);
       mbar_init(sm.empty(slot), 8);  // one arrival per consumer warp
-      mbar_init(sm.k_ready(slot), 1);
     }
-    mbar_init(sm.q_ready(), 1);
     mbar_fence_init();
   }
   __syncthreads();
@@ -366,12 +310,7 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
   // thread fill the register file of 384 threads).
   if (warp_group == 0) {
     regs_release<24>();
-    const int warp = threadIdx.x / 32;
-    if (b.tiles > 0) {
-      if (threadIdx.x == 0) sm90::produce<Cfg>(sm, b, p, tm_q, tm_k, tm_v);
-      if (Sm90FwdLayout<Cfg>::kPadQkCols > 0 && p.qk_pad_dirty && warp == 1)
-        sm90::fix_padding<Cfg>(sm, b, threadIdx.x % 32);
-    }
+    if (threadIdx.x == 0 && b.tiles > 0) sm90::produce<Cfg>(sm, b, tm_q, tm_k, tm_v);
   } else {
     regs_claim<240>();
     sm90::consume<Cfg>(sm, b, p, warp_group - 1);

@@ -43,15 +43,6 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
       : "memory");
 }
 
-// Orders this thread's ordinary shared-memory stores before later reads by the async proxy
-// (wgmma, TMA).
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void st_shared_zero_u16(u32 addr) {
-  asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(static_cast<unsigned short>(0)) : "memory");
-}
-
 // ---------------------------------------------------------------- TMA
 // A 4-d box {c0 (innermost), c1, c2, c3} of `map` into shared memory at dst; completion is
 // counted in bytes on `bar`. Rows outside the tensor arrive as zeros.

@@ -7,6 +7,7 @@
 #include "generator/plan.h"
 #include "generator/tile_heuristic.h"
 #include "generator/wgmma_emit.h"
+#include "runtime/tensor_maps.h"
 
 namespace flashjit::gen {
 namespace {
@@ -42,10 +43,9 @@ TEST_CASE("plan: the sm80 kernel serves other targets, tensors TMA cannot load, 
   CHECK(make_plan(s, "sm_80", 16).path == KernelPath::Sm80);
   CHECK(make_plan(s, "sm_89", 16).path == KernelPath::Sm80);
   // A call TMA cannot load falls back, with the sm80 heuristic's tiles even when the spec
-  // fixes (sm90) tiles; 8-byte aligned rows alone (head dim 100: 200-byte head steps) do not.
+  // fixes (sm90) tiles.
   Spec fixed = s;
   fixed.tiles = Tiles{128, 176, 12, 2};
-  CHECK(make_plan(fixed, "sm_90a", 8).path == KernelPath::Sm90);
   const Plan fallback = make_plan(fixed, "sm_90a", 8, nullptr, false);
   CHECK(fallback.path == KernelPath::Sm80);
   CHECK(fallback.tiles == sm80_default_tiles(s, "sm_90a"));
@@ -56,6 +56,22 @@ TEST_CASE("plan: the sm80 kernel serves other targets, tensors TMA cannot load, 
   Spec sm80 = s;
   sm80.arch = Arch::Sm80;
   CHECK(make_plan(sm80, "sm_90a", 16).path == KernelPath::Sm80);
+}
+
+TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are 16-byte") {
+  const auto args = [](int d, int heads) {
+    ForwardArgs a = ForwardArgs::contiguous(spec_of(d, d), 2, heads, heads, 300, 300);
+    a.q = a.k = a.v = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+    a.o = reinterpret_cast<void*>(uintptr_t{1} << 21);
+    return a;
+  };
+  CHECK(rt::tma_loadable(args(128, 16)));
+  CHECK(rt::tma_loadable(args(72, 3)));     // 144-byte heads
+  CHECK_FALSE(rt::tma_loadable(args(100, 20)));  // 200-byte heads: the sm80 kernel
+  CHECK(rt::tma_loadable(args(104, 5)));    // 208-byte heads
+  ForwardArgs offset = args(128, 16);
+  offset.k = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
+  CHECK_FALSE(rt::tma_loadable(offset));
 }
 
 TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {
