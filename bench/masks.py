@@ -19,7 +19,10 @@ import shapes as grid_lib
 # unmasked kernel's, and >= 1.5x FlexAttention's speed on the same mask.
 VISITED_VS_DENSE_TARGET = 0.8
 VS_FLEX_TARGET = 1.5
-O_ERROR_BOUND = 4e-3  # bf16, as the dense grid's floor in compare.py
+# The dense grid's rule (compare.py), with FlexAttention's error in place of SDPA's: within
+# 4x what PyTorch's own kernel makes on the same inputs, and never held below the floor.
+O_ERROR_FACTOR = 4.0
+O_ERROR_FLOOR = 4e-3  # bf16
 LSE_TOLERANCE = 1e-3
 
 
@@ -168,8 +171,8 @@ def summarize(row: dict) -> None:
     if "ms" in fj and "ms" in flex:
         row["vs_flex"] = flex["ms"] / fj["ms"]
     if "err_o" in fj:
-        row["check_ok"] = (fj["err_o"] <= O_ERROR_BOUND and
-                           fj.get("err_lse", 0.0) <= LSE_TOLERANCE)
+        bound = max(O_ERROR_FACTOR * flex.get("err_o", 0.0), O_ERROR_FLOOR)
+        row["check_ok"] = fj["err_o"] <= bound and fj.get("err_lse", 0.0) <= LSE_TOLERANCE
 
 
 def _cell(value, fmt: str) -> str:
