@@ -76,9 +76,11 @@ int natural_alignment(const Spec& spec) {
   return gen::forward_alignment(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2));
 }
 
-// Whether to build the variants for tensors TMA can load, those it cannot, or both: natural
-// builds what densely packed tensors need; `all` and lists build both.
-std::set<bool> tma_variants_for(const Spec& spec, const std::string& option) {
+// Whether to build the `align`-byte variant for tensors TMA can load, those it cannot, or
+// both. 16-byte aligned tensors are always TMA-loadable; below that, natural builds what
+// densely packed tensors need, `all` and lists build both.
+std::set<bool> tma_variants_for(const Spec& spec, const std::string& option, int align) {
+  if (align == 16) return {true};
   if (option == "natural") return {rt::tma_loadable(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2))};
   return {true, false};
 }
@@ -126,7 +128,7 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
     for (const std::string& target : targets) {
       for (const std::optional<Tiles>& tiles : tilings_for(spec, target, tuned)) {
         for (int align : alignments_for(spec, options.align)) {
-          for (bool tma : tma_variants_for(spec, options.align)) {
+          for (bool tma : tma_variants_for(spec, options.align, align)) {
             gen::Plan plan = gen::make_plan(spec, target, align, tiles ? &*tiles : nullptr, tma);
             if (names.insert(plan.target + "/" + plan.kernel_name).second) {
               jobs.push_back({file, std::move(plan)});
