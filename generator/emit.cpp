@@ -92,26 +92,26 @@ std::string kernel_config(const Plan& plan) {
 
 // The host/device agreement checks and the extern "C" entry of each path.
 std::string kernel_entry(const Plan& plan) {
-  if (plan.path == KernelPath::Sm90)
-    return fmt::format(
-        "using KernelLayout = fj::Sm90FwdLayout<KernelConfig>;\n"
-        "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
-        "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n"
+  const bool sm90 = plan.path == KernelPath::Sm90;
+  std::string out = fmt::format(
+      "using KernelLayout = fj::{}<KernelConfig>;\n"
+      "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
+      "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n",
+      sm90 ? "Sm90FwdLayout" : "Sm80FwdLayout", plan.shared_bytes, plan.threads);
+  if (sm90)
+    return out + fmt::format(
         "// One CTA a multiprocessor: 384 threads, and setmaxnreg needs the bound to hold.\n"
         "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(\n"
         "    const FwdParams params, const __grid_constant__ fj::TmaDesc tm_q,\n"
         "    const __grid_constant__ fj::TmaDesc tm_k, const __grid_constant__ fj::TmaDesc tm_v) {{\n"
         "  fj::fwd_sm90<KernelConfig>(params, &tm_q, &tm_k, &tm_v);\n"
         "}}\n",
-        plan.shared_bytes, plan.threads, plan.threads, plan.kernel_name);
-  return fmt::format(
-      "using KernelLayout = fj::Sm80FwdLayout<KernelConfig>;\n"
-      "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
-      "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n"
+        plan.threads, plan.kernel_name);
+  return out + fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const FwdParams params) {{\n"
       "  fj::fwd_sm80<KernelConfig>(params);\n"
       "}}\n",
-      plan.shared_bytes, plan.threads, plan.threads, plan.kernel_name);
+      plan.threads, plan.kernel_name);
 }
 
 }  // namespace

@@ -94,7 +94,6 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
   plan.dv_splits = dims.dv_splits;
   plan.dv_slice = dims.dv_slice;
   plan.path = sm90_serves(spec, target, tma_loadable) ? KernelPath::Sm90 : KernelPath::Sm80;
-  plan.tma_loadable = tma_loadable;
   // A warp-specialised spec whose call cannot use TMA runs the sm80 kernel with its own
   // heuristic tiles: the spec's and the tune DB's tiles are the sm90 kernel's.
   const bool fallback = plan.path == KernelPath::Sm80 && sm90_serves(spec, target);
@@ -102,11 +101,7 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
                : !spec.tiles.is_auto() ? spec.tiles
                : tuned                 ? *tuned
                                        : default_tiles(spec, target);
-  std::string problem =
-      plan.path == KernelPath::Sm90
-          ? sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target)
-          : sm80_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, target);
-  if (problem.empty()) problem = mask_tiles_problem(spec, plan.tiles);
+  const std::string problem = tiles_problem(spec, target, plan.tiles, plan.path);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,
                 fmt::format("tiles {{block_m: {}, block_n: {}, warps: {}, stages: {}}} cannot run "
@@ -137,26 +132,37 @@ Plan varlen_variant(Plan plan) {
   return plan;
 }
 
+namespace {
+
+// Every row start is base + b*batch + s*seq + h*head (elements of 2 bytes): its alignment
+// is the common power of two of the base and of the strides of dimensions with extent > 1.
+uint64_t row_start_bits(const void* base, const TensorStrides& st, int batch, int seqlen,
+                        int heads) {
+  uint64_t bits = reinterpret_cast<uint64_t>(base);
+  if (batch > 1) bits |= static_cast<uint64_t>(st.batch) * 2;
+  if (seqlen > 1) bits |= static_cast<uint64_t>(st.seq) * 2;
+  if (heads > 1) bits |= static_cast<uint64_t>(st.head) * 2;
+  return bits;
+}
+
+uint64_t qkv_bits(const ForwardArgs& a) {
+  return row_start_bits(a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q) |
+         row_start_bits(a.k, a.k_stride, a.batch, a.seqlen_k, a.heads_kv) |
+         row_start_bits(a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv);
+}
+
+int alignment_of(uint64_t bits) {
+  bits |= 16;
+  return static_cast<int>(bits & (~bits + 1));  // lowest set bit, at most 16
+}
+
+}  // namespace
+
+int qkv_alignment(const ForwardArgs& a) { return alignment_of(qkv_bits(a)); }
+
 int forward_alignment(const ForwardArgs& a) {
-  // Every row start is base + b*batch + s*seq + h*head (elements of 2 bytes): its alignment
-  // is the common power of two of the bases and of the strides of dimensions with extent > 1.
-  uint64_t bits = 16;
-  auto add_ptr = [&](const void* p) { bits |= reinterpret_cast<uint64_t>(p); };
-  auto add_stride = [&](int64_t stride, int extent) {
-    if (extent > 1) bits |= static_cast<uint64_t>(stride) * 2;
-  };
-  auto add_tensor = [&](const void* p, const TensorStrides& st, int seqlen, int heads) {
-    add_ptr(p);
-    add_stride(st.batch, a.batch);
-    add_stride(st.seq, seqlen);
-    add_stride(st.head, heads);
-  };
-  add_tensor(a.q, a.q_stride, a.seqlen_q, a.heads_q);
-  add_tensor(a.k, a.k_stride, a.seqlen_k, a.heads_kv);
-  add_tensor(a.v, a.v_stride, a.seqlen_k, a.heads_kv);
-  add_tensor(a.o, a.o_stride, a.seqlen_q, a.heads_q);
-  const uint64_t lowest = bits & (~bits + 1);  // lowest set bit, at most 16
-  return static_cast<int>(lowest);
+  return alignment_of(qkv_bits(a) |
+                      row_start_bits(a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q));
 }
 
 LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args) {

@@ -35,7 +35,6 @@ struct Plan {
   int dv_slice = 0;    // V columns one CTA computes (padded); dv_splits CTAs share a row block
   int dv_splits = 1;
   int align_bytes = 16;  // every row start of Q/K/V/O is a multiple of this (16, 8, 4 or 2)
-  bool tma_loadable = true;  // the call's Q, K and V suit TMA (the sm90 kernel's loads)
   int threads = 0;
   int shared_bytes = 0;   // dynamic shared memory per CTA
   std::string kernel_name;  // fa_fwd_qk100_v100_bf16_causal_m64n64w4s2_a16_sm80
@@ -60,11 +59,17 @@ Plan varlen_variant(Plan plan);
 // The built-in tile heuristic of the kernel path `spec` takes on `target` for 16-byte
 // aligned tensors.
 Tiles default_tiles(const Spec& spec, const std::string& target);
-// Why `tiles` cannot run `spec` on `target` for 16-byte aligned tensors ("" when they can).
+// Why `tiles` cannot run `spec` on `target` with the kernel of `path` ("" when they can):
+// that kernel's tile rules, shared memory and registers, and the spec's block mask.
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
+                          KernelPath path);
+// The same with the kernel that serves 16-byte aligned tensors.
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles);
 
 // Largest of 16/8/4/2 that divides every row start of Q, K, V and O for these arguments.
 int forward_alignment(const ForwardArgs& args);
+// The same for Q, K and V only (what the kernels load).
+int qkv_alignment(const ForwardArgs& args);
 
 struct LaunchGeometry {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;

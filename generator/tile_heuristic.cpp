@@ -110,13 +110,18 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
                                    : sm80_default_tiles(spec, target);
 }
 
-std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles) {
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
+                          KernelPath path) {
   const PaddedDims dims = padded_dims(spec);
   const std::string problem =
-      sm90_serves(spec, target)
-          ? sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target)
-          : sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
+      path == KernelPath::Sm90 ? sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target)
+                               : sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, tiles, target);
   return problem.empty() ? mask_tiles_problem(spec, tiles) : problem;
+}
+
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles) {
+  return tiles_problem(spec, target, tiles,
+                       sm90_serves(spec, target) ? KernelPath::Sm90 : KernelPath::Sm80);
 }
 
 }  // namespace flashjit::gen

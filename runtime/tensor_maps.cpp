@@ -7,10 +7,6 @@ namespace {
 
 constexpr uint32_t kPanelCols = 64;  // 128 bytes of 2-byte elements: the swizzle span
 
-bool multiple_of_16_bytes(int64_t stride, int extent) {
-  return extent <= 1 || (stride * 2) % 16 == 0;
-}
-
 // A dimension of extent 1 is never stepped along, so its stride is free; TMA still wants a
 // multiple of 16 there, whatever the caller's (unused) value is.
 uint64_t stride_bytes(int64_t stride, int extent) {
@@ -35,18 +31,9 @@ TensorMapBox box_of(const void* base, int dim, int seqlen, int heads, int batch,
   return box;
 }
 
-bool loadable(const void* base, const TensorStrides& stride, int seqlen, int heads, int batch) {
-  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && multiple_of_16_bytes(stride.seq, seqlen) &&
-         multiple_of_16_bytes(stride.head, heads) && multiple_of_16_bytes(stride.batch, batch);
-}
-
 }  // namespace
 
-bool tma_loadable(const ForwardArgs& a) {
-  return loadable(a.q, a.q_stride, a.seqlen_q, a.heads_q, a.batch) &&
-         loadable(a.k, a.k_stride, a.seqlen_k, a.heads_kv, a.batch) &&
-         loadable(a.v, a.v_stride, a.seqlen_k, a.heads_kv, a.batch);
-}
+bool tma_loadable(const ForwardArgs& a) { return gen::qkv_alignment(a) == 16; }
 
 ForwardTensorMaps make_tensor_maps(const gen::Plan& plan, const ForwardArgs& a) {
   const Spec& s = plan.spec;

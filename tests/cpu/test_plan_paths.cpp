@@ -72,6 +72,16 @@ TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are
   ForwardArgs offset = args(128, 16);
   offset.k = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
   CHECK_FALSE(rt::tma_loadable(offset));
+  CHECK(forward_alignment(offset) == 8);
+  // O is stored, not loaded: it bounds the call's alignment but not what TMA can load.
+  ForwardArgs o_offset = args(128, 16);
+  o_offset.o = reinterpret_cast<void*>((uintptr_t{1} << 21) + 2);
+  CHECK(forward_alignment(o_offset) == 2);
+  CHECK(qkv_alignment(o_offset) == 16);
+  CHECK(rt::tma_loadable(o_offset));
+  CHECK(forward_alignment(args(100, 20)) == 8);   // 200-byte head steps
+  CHECK(forward_alignment(args(100, 1)) == 8);    // 200-byte rows of one head
+  CHECK(forward_alignment(args(33, 1)) == 2);
 }
 
 TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {
