@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "generator/spec_rules.h"
@@ -165,11 +166,18 @@ int forward_alignment(const ForwardArgs& a) {
                       row_start_bits(a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q));
 }
 
-LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args) {
+LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args, int sm_count) {
   LaunchGeometry g;
   g.grid_x = static_cast<unsigned>((args.seqlen_q + plan.tiles.block_m - 1) / plan.tiles.block_m);
   g.grid_y = static_cast<unsigned>(args.heads_q);
   g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
+  if (plan.path == KernelPath::Sm90) {
+    // Persistent: one CTA a multiprocessor (its 384 threads hold the whole register file),
+    // each drawing tiles until the grid's are done.
+    const long long tiles = 1LL * g.grid_x * g.grid_y * g.grid_z;
+    g.grid_x = static_cast<unsigned>(std::min<long long>(tiles, std::max(sm_count, 1)));
+    g.grid_y = g.grid_z = 1;
+  }
   g.block_x = static_cast<unsigned>(plan.threads);
   g.shared_bytes = static_cast<unsigned>(plan.shared_bytes);
   return g;

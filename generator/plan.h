@@ -76,6 +76,7 @@ struct LaunchGeometry {
   unsigned block_x = 1;
   unsigned shared_bytes = 0;
 };
-LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args);
+// The grid of one call. The sm90 kernel's grid is persistent: `sm_count` CTAs at most.
+LaunchGeometry launch_geometry(const Plan& plan, const ForwardArgs& args, int sm_count);
 
 }  // namespace flashjit::gen

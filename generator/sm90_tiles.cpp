@@ -21,7 +21,8 @@ int panels(int cols) { return (cols + 63) / 64; }
 int sm90_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& t) {
   const int q = panels(d_qk_pad) * t.block_m * kPanelRowBytes;
   const int kv = (panels(d_qk_pad) + panels(dv_slice)) * t.block_n * kPanelRowBytes;
-  const int barriers = 8 * (1 + 3 * t.stages);
+  // q_full and q_empty a consumer and three a ring slot, 8 bytes each, then two tile infos.
+  const int barriers = 8 * (4 + 3 * t.stages) + 16;
   return q + t.stages * kv + barriers + 1024;  // + the slack that aligns the tiles to 1024
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/forward_params.h"
 #include "runtime/kernel_compiler.h"
 #include "runtime/tensor_maps.h"
+#include "runtime/tile_counters.h"
 
 namespace flashjit {
 namespace {
@@ -33,11 +34,12 @@ using VariantKey = std::tuple<int, int, int, int, int, bool, bool>;
 
 class JitKernel final : public Kernel {
  public:
-  JitKernel(Spec spec, std::string target, tune::GpuIdentity gpu,
+  JitKernel(Spec spec, std::string target, tune::GpuIdentity gpu, int sm_count,
             std::shared_ptr<rt::KernelCompiler> compiler)
       : spec_(std::move(spec)),
         target_(std::move(target)),
         gpu_(std::move(gpu)),
+        sm_count_(sm_count),
         spec_hash_(tune::spec_hash(spec_)),
         compiler_(std::move(compiler)) {}
 
@@ -57,10 +59,15 @@ class JitKernel final : public Kernel {
                                                args.cu_seqlens_q != nullptr, rt::tma_loadable(args));
     const gen::Plan& plan = variant.compiled->plan;
     FwdParams params = rt::make_fwd_params(plan, args);
-    const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args);
-    // The sm80 kernel takes one FwdParams by value; the sm90 kernel also its tensor maps.
+    const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args, sm_count_);
+    // The sm80 kernel takes one FwdParams by value; the sm90 kernel also its tensor maps,
+    // and its persistent grid draws tiles from this stream's counter.
     rt::ForwardTensorMaps maps;
-    if (plan.path == gen::KernelPath::Sm90) maps = rt::make_tensor_maps(plan, args);
+    if (plan.path == gen::KernelPath::Sm90) {
+      maps = rt::make_tensor_maps(plan, args);
+      std::lock_guard<std::mutex> lock(mutex_);
+      params.tile_counter = tile_counters_.for_stream(stream);
+    }
     void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
     rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
                              geometry.block_x, geometry.shared_bytes, stream, kernel_params);
@@ -134,6 +141,7 @@ class JitKernel final : public Kernel {
       if (plan.shared_bytes > 48 * 1024) {
         driver.set_max_dynamic_shared(variant.function, plan.shared_bytes);
       }
+      if (plan.path == gen::KernelPath::Sm90) tile_counters_.reserve();
     } catch (...) {
       driver.unload_module(variant.module);
       throw;
@@ -146,12 +154,15 @@ class JitKernel final : public Kernel {
   const Spec spec_;
   const std::string target_;
   const tune::GpuIdentity gpu_;
+  const int sm_count_;
   const std::string spec_hash_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  // Guards variants_ and tiles_by_bucket_: forward() may run on several threads.
+  // Guards variants_, tiles_by_bucket_ and tile_counters_: forward() may run on several
+  // threads.
   mutable std::mutex mutex_;
   std::map<VariantKey, LoadedVariant> variants_;
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
+  rt::TileCounters tile_counters_;
 };
 
 }  // namespace
@@ -197,7 +208,8 @@ std::shared_ptr<Kernel> Runtime::kernel(const Spec& spec) {
   const DeviceInfo info = device();
   const std::string target = gen::target_for_device(info.cc_major, info.cc_minor);
   rt::verbose("kernel {} for {} ({}): compiled on first use", spec.name, info.name, target);
-  return std::make_shared<JitKernel>(spec, target, tune::gpu_identity(info), impl_->compiler);
+  return std::make_shared<JitKernel>(spec, target, tune::gpu_identity(info), info.sm_count,
+                                     impl_->compiler);
 }
 
 CompileReport Runtime::compile(const Spec& spec, const std::string& target) {

@@ -39,8 +39,9 @@ ForwardTensorMaps make_tensor_maps(const gen::Plan& plan, const ForwardArgs& a) 
   const Spec& s = plan.spec;
   ForwardTensorMaps maps;
   Driver& driver = Driver::get();
+  // Q arrives in two boxes, one a consumer warp group (its 64 rows: fwd_sm90.cuh).
   driver.encode_tensor_map(maps.q.bytes, box_of(a.q, s.head_dim_qk, a.seqlen_q, a.heads_q,
-                                                a.batch, a.q_stride, plan.tiles.block_m));
+                                                a.batch, a.q_stride, plan.tiles.block_m / 2));
   driver.encode_tensor_map(maps.k.bytes, box_of(a.k, s.head_dim_qk, a.seqlen_k, a.heads_kv,
                                                 a.batch, a.k_stride, plan.tiles.block_n));
   driver.encode_tensor_map(maps.v.bytes, box_of(a.v, s.head_dim_v, a.seqlen_k, a.heads_kv,

@@ -35,4 +35,8 @@ struct FwdParams {
   // seqlen_k above are then the longest sequence's, and LSE is [heads_q, total_q].
   const int* cu_seqlens_q;
   const int* cu_seqlens_k;
+
+  // The sm90 kernel's persistent-grid tile counter (one int, zero between launches; the
+  // kernel leaves it at zero). Unused by the sm80 kernel.
+  int* tile_counter;
 };

@@ -1,11 +1,16 @@
 // FlashAttention-3 forward for sm_90a: warp-specialised, TMA + mbarrier + wgmma.
 //
-// One CTA of three warp groups computes kBlockM = 128 query rows of one (batch, head) and
-// one slice of the V columns:
-//   - warp group 0, the producer, gives most of its registers away (setmaxnreg) and one of
-//     its threads issues every load: Q once, then K and V tiles of kBlockN keys into a
-//     kStages-deep shared-memory ring, each slot guarded by a "full" mbarrier (TMA counts
-//     the bytes in) and an "empty" one (the consumers release the slot).
+// The grid is persistent: one CTA a multiprocessor, each taking tiles (kBlockM = 128 query
+// rows of one (batch, head) and one slice of the V columns) from a global counter until none
+// are left, so one tile's loads overlap the last one's products and epilogue. A CTA is three
+// warp groups:
+//   - warp group 0, the producer, gives most of its registers away (setmaxnreg); its first
+//     warp draws the tiles and one thread issues every load: per tile each consumer's Q rows
+//     (once that consumer is done with the last tile's: q_empty), then K and V tiles of
+//     kBlockN keys into a kStages-deep shared-memory ring that runs on across tiles, each
+//     slot guarded by a "full" mbarrier (TMA counts the bytes in) and an "empty" one (the
+//     consumers release the slot). The tile and its key-tile count go to the consumers
+//     through shared memory with Q's barrier (tile -1: none left).
 //   - warp groups 1 and 2, the consumers, own 64 query rows each. Per key block:
 //     S = Q K^T with both operands in 128-byte swizzled shared memory (wgmma SS), the online
 //     softmax in registers, O += P V with P straight from the S registers (wgmma RS).
@@ -49,8 +54,10 @@ struct Sm90FwdLayout {
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKBytes;
   static constexpr int kBarOffset = kVOffset + Cfg::kStages * kVBytes;
-  // q_full, then k_full, v_full and empty for every slot, 8 bytes each.
-  static constexpr int kBarBytes = 8 * (1 + 3 * Cfg::kStages);
+  static constexpr int kQHalfBytes = kQBytes / 2;  // one consumer's rows
+  // q_full and q_empty for each consumer's Q rows, then k_full, v_full and empty for every
+  // slot, 8 bytes each; then two TileInfo the producer hands over (8 bytes each).
+  static constexpr int kBarBytes = 8 * (4 + 3 * Cfg::kStages) + 16;
   // The dynamic shared memory base is only 16-byte aligned; the swizzled tiles want 1024.
   static constexpr int kSharedBytes = kBarOffset + kBarBytes + 1024;
 
@@ -78,52 +85,144 @@ struct Smem {
   __device__ u32 q() const { return base + L::kQOffset; }
   __device__ u32 k(int slot) const { return base + L::kKOffset + slot * L::kKBytes; }
   __device__ u32 v(int slot) const { return base + L::kVOffset + slot * L::kVBytes; }
-  __device__ u32 q_full() const { return base + L::kBarOffset; }
-  __device__ u32 k_full(int slot) const { return base + L::kBarOffset + 8 * (1 + slot); }
+  // Consumer c's rows of every Q panel.
+  __device__ u32 q_half(int c, int panel) const {
+    return q() + panel * Cfg::kBlockM * L::kPanelRowBytes + c * L::kConsumerRows * L::kPanelRowBytes;
+  }
+  __device__ u32 q_full(int c) const { return base + L::kBarOffset + 8 * c; }
+  __device__ u32 q_empty(int c) const { return base + L::kBarOffset + 8 * (2 + c); }
+  __device__ u32 k_full(int slot) const { return base + L::kBarOffset + 8 * (4 + slot); }
   __device__ u32 v_full(int slot) const {
-    return base + L::kBarOffset + 8 * (1 + Cfg::kStages + slot);
+    return base + L::kBarOffset + 8 * (4 + Cfg::kStages + slot);
   }
   __device__ u32 empty(int slot) const {
-    return base + L::kBarOffset + 8 * (1 + 2 * Cfg::kStages + slot);
+    return base + L::kBarOffset + 8 * (4 + 2 * Cfg::kStages + slot);
+  }
+  // The TileInfo of the CTA's j-th tile: two, used in turn, as a consumer may still read
+  // tile j's while the producer writes tile j + 1's.
+  __device__ u32 info(int j) const {
+    return base + L::kBarOffset + 8 * (4 + 3 * Cfg::kStages) + 8 * (j & 1);
   }
 };
 
-// Where the CTA sits in the problem.
+// What the producer tells the consumers of a tile: its index (-1: no tiles left) and the key
+// tiles it visits (counted once, by the producer's warp).
+struct TileInfo {
+  int tile, tiles;
+};
+
+__device__ __forceinline__ void put_info(u32 addr, TileInfo info) {
+  st_shared_u32(addr, info.tile);
+  st_shared_u32(addr + 4, info.tiles);
+}
+// Broadcast from lane 0, so that ptxas sees warp-uniform values around the wgmma code.
+__device__ __forceinline__ TileInfo get_info(u32 addr) {
+  return {__shfl_sync(0xffffffffu, ld_shared_u32(addr), 0),
+          __shfl_sync(0xffffffffu, ld_shared_u32(addr + 4), 0)};
+}
+
+// Where a tile sits in the problem.
 struct Block {
   int m0, head, kv_head, batch, split, v_col0, diag;
   KeySteps keys;
-  int tiles;  // the key tiles the CTA visits (visited_steps of keys), the same in every thread
 };
 
-// The producer's one thread: Q, then the K/V tiles of every visible key block. Its loops
-// stay rolled: it runs on 24 registers, and issuing copies is not what limits the kernel.
+// The work list of the persistent grid. Tile t is query block m_blocks - 1 - t % m_blocks of
+// head (t / m_blocks) % heads_q and of batch x V slice t / (m_blocks * heads_q): a head's
+// query blocks last-first (under causal masking the last ones see the most keys, and starting
+// them first shortens the tail), a head's blocks together (they share its K and V in L2).
+// CTA b starts with tile b; every further tile is a ticket from p.tile_counter. Every CTA
+// draws tickets until one is past the end, so the tickets drawn are exactly 0 .. total - 1
+// and the CTA drawing the last one can reset the counter for the next launch.
 template <class Cfg>
-__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const Block& b, const TmaDesc* tm_q,
+struct TileScheduler {
+  int m_blocks, total;
+
+  __device__ explicit TileScheduler(const FwdParams& p)
+      : m_blocks((p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),
+        total(m_blocks * p.heads_q * p.batch * Cfg::kDvSplits) {}
+
+  // The CTA's next tile (>= total: none), drawn by one thread.
+  __device__ int next(int* counter) const {
+    const int ticket = atomicAdd(counter, 1);
+    if (ticket == total - 1) atomicExch(counter, 0);
+    return ticket + static_cast<int>(gridDim.x);
+  }
+
+  // Tile `tile`'s place and keys.
+  __device__ Block block(int tile, const FwdParams& p) const {
+    Block b;
+    const int row_block = tile % m_blocks, rest = tile / m_blocks;
+    b.m0 = (m_blocks - 1 - row_block) * Cfg::kBlockM;
+    b.head = rest % p.heads_q;
+    b.batch = rest / p.heads_q / Cfg::kDvSplits;
+    b.split = rest / p.heads_q % Cfg::kDvSplits;
+    b.kv_head = b.head / p.heads_per_kv;
+    b.v_col0 = b.split * Cfg::kDvSlice;
+    b.diag = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
+    b.keys = key_steps<Cfg>(p, b.batch, b.head, b.m0,
+                            visible_keys<Cfg>(b.m0, Cfg::kBlockM, p.seqlen_k, b.diag));
+    return b;
+  }
+};
+
+// The producer's first warp: per tile, the next ticket, each consumer's Q rows, then the K/V
+// tiles of every visited key block, issued by lane 0. Its loops stay rolled: it runs on few
+// registers, and issuing copies is not what limits the kernel. `it` counts the K/V tiles of
+// the CTA's earlier tiles: the ring runs on across tiles.
+template <class Cfg>
+__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
+                                        const TileScheduler<Cfg>& sched, const TmaDesc* tm_q,
                                         const TmaDesc* tm_k, const TmaDesc* tm_v) {
   using L = Sm90FwdLayout<Cfg>;
-  mbar_arrive_expect_tx(sm.q_full(), L::kQBytes);
+  const int lane = threadIdx.x % 32;
+  int tile = blockIdx.x, it = 0;
 #pragma unroll 1
-  for (int panel = 0; panel < L::kQkPanels; ++panel)
-    tma_load_4d(sm.q() + panel * Cfg::kBlockM * L::kPanelRowBytes, tm_q, panel * 64, b.m0,
-                b.head, b.batch, sm.q_full());
-  const int n_blocks = b.tiles;
-  KeyTileWalk walk;
+  for (int j = 0;; ++j) {
+    const bool valid = tile < sched.total;
+    // Drawn now, used after this tile's loads are issued: the atomic's latency hides there.
+    int next = 0;
+    if (lane == 0 && valid) next = sched.next(p.tile_counter);
+    const Block b = sched.block(valid ? tile : 0, p);
+    const int tiles = visited_steps<Cfg>(b.keys, lane);  // the whole warp counts
+    if (lane == 0) {
+      // Tile j - 2's info, the last in this place, was read before its Q was released.
+      put_info(sm.info(j), {valid ? tile : -1, tiles});
 #pragma unroll 1
-  for (int i = 0; i < n_blocks; ++i) {
-    const int slot = i % Cfg::kStages;
-    const u32 phase = (i / Cfg::kStages) & 1;
-    mbar_wait(sm.empty(slot), phase ^ 1);  // the first pass finds every slot free
-    const int key0 = walk.next<Cfg>(b.keys);
-    mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
+      for (int c = 0; c < 2; ++c) {
+        mbar_wait(sm.q_empty(c), (j & 1) ^ 1);  // consumer c is done with its last Q rows
+        if (valid && tiles > 0) {
+          mbar_arrive_expect_tx(sm.q_full(c), L::kQHalfBytes);
 #pragma unroll 1
-    for (int panel = 0; panel < L::kQkPanels; ++panel)
-      tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, key0, b.kv_head,
-                  b.batch, sm.k_full(slot));
-    mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
+          for (int panel = 0; panel < L::kQkPanels; ++panel)
+            tma_load_4d(sm.q_half(c, panel), tm_q, panel * 64, b.m0 + c * L::kConsumerRows,
+                        b.head, b.batch, sm.q_full(c));
+        } else {
+          mbar_arrive(sm.q_full(c));  // no Q to load: the info alone completes the phase
+        }
+      }
+    }
+    if (!valid) return;
+    if (lane == 0) {
+      KeyTileWalk walk;
 #pragma unroll 1
-    for (int panel = 0; panel < L::kVPanels; ++panel)
-      tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64, key0,
-                  b.kv_head, b.batch, sm.v_full(slot));
+      for (int i = 0; i < tiles; ++i, ++it) {
+        const int slot = it % Cfg::kStages;
+        mbar_wait(sm.empty(slot), ((it / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
+        const int key0 = walk.next<Cfg>(b.keys);
+        mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < L::kQkPanels; ++panel)
+          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, key0, b.kv_head,
+                      b.batch, sm.k_full(slot));
+        mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < L::kVPanels; ++panel)
+          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64, key0,
+                      b.kv_head, b.batch, sm.v_full(slot));
+      }
+    }
+    tile = __shfl_sync(0xffffffffu, next, 0);
   }
 }
 
@@ -169,17 +268,17 @@ __device__ __forceinline__ void pack_p(u32 (&p)[Cfg::kBlockN / 16][4],
   }
 }
 
-// One consumer warp group (index c, rows c*64 .. c*64+63 of the block).
+// One consumer warp group (index c, rows c*64 .. c*64+63) on one tile of n_blocks key tiles;
+// `it` counts the K/V tiles of the CTA's earlier tiles (the ring's position).
 template <class Cfg>
 __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, const FwdParams& p,
-                                        int c) {
+                                        int c, int n_blocks, int it) {
   using L = Sm90FwdLayout<Cfg>;
   constexpr int kST = L::kSTiles, kOT = L::kOTiles, kStages = Cfg::kStages;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int rows0 = b.m0 + c * L::kConsumerRows;  // this warp group's first row
   const int row = rows0 + warp * 16 + lane / 4;   // this thread's first row
-  const u32 q_tile = sm.q() + c * L::kConsumerRows * L::kPanelRowBytes;
-  const int n_blocks = b.tiles;
+  const u32 q_tile = sm.q_half(c, 0);
   KeyTileWalk walk;  // the keys of block n, in the order the producer loaded them
 
   float o[kOT][4];
@@ -190,11 +289,10 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
 #pragma unroll
   for (int j = 0; j < kOT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
+  // The turn passes after every block's products, across tiles too: both consumers walk the
+  // same blocks, so the token alternates for the CTA's whole life.
   const u32 my_turn = kSchedBarrier + c, other_turn = kSchedBarrier + (1 - c);
-  // Consumer 1's last turn is handed to nobody: consumer 0 has already taken all of its.
-  auto pass_turn = [&](int n) {
-    if (!(c == 1 && n == n_blocks - 1)) named_arrive(other_turn, kSchedThreads);
-  };
+  auto pass_turn = [&]() { named_arrive(other_turn, kSchedThreads); };
   // Softmax of the block of keys from key0 (its S in `s`): mask, running max and sums, P in
   // place; returns in alpha the factor for the O accumulated before this block.
   auto softmax = [&](int key0, float (&alpha)[2]) {
@@ -205,38 +303,44 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
   auto release = [&](int slot) {
     if (lane == 0) mbar_arrive(sm.empty(slot));
   };
+  // This warp's last read of its Q rows is done: the producer may load the next tile's.
+  auto release_q = [&]() {
+    if (lane == 0) mbar_arrive(sm.q_empty(c));
+  };
+  auto slot_of = [&](int n) { return (it + n) % kStages; };
+  auto phase_of = [&](int n) { return static_cast<u32>(((it + n) / kStages) & 1); };
 
+  if (n_blocks == 0) release_q();
   if (n_blocks > 0) {
-    if (c == 1) named_arrive(other_turn, kSchedThreads);  // consumer 0 goes first
-    mbar_wait(sm.q_full(), 0);
-
     // Block 0: S only.
-    mbar_wait(sm.k_full(0), 0);
+    mbar_wait(sm.k_full(slot_of(0)), phase_of(0));
     named_sync(my_turn, kSchedThreads);
     wgmma_fence();
-    issue_qk<Cfg>(s, q_tile, sm.k(0));
+    issue_qk<Cfg>(s, q_tile, sm.k(slot_of(0)));
     wgmma_commit();
-    pass_turn(0);
+    pass_turn();
     wgmma_wait<0>();
+    if (n_blocks == 1) release_q();
     float alpha[2];
     softmax(walk.next<Cfg>(b.keys), alpha);
     pack_p<Cfg>(pf, s);
 
     // Block n: issue S(n), then P(n-1) V(n-1); the softmax of S(n) overlaps that product.
     for (int n = 1; n < n_blocks; ++n) {
-      const int slot = n % kStages, prev = (n - 1) % kStages;
+      const int slot = slot_of(n), prev = slot_of(n - 1);
       const int key0 = walk.next<Cfg>(b.keys);  // read before the waits hide its latency
-      mbar_wait(sm.k_full(slot), (n / kStages) & 1);
+      mbar_wait(sm.k_full(slot), phase_of(n));
       named_sync(my_turn, kSchedThreads);
       wgmma_fence();
       issue_qk<Cfg>(s, q_tile, sm.k(slot));
       wgmma_commit();
-      mbar_wait(sm.v_full(prev), ((n - 1) / kStages) & 1);
+      mbar_wait(sm.v_full(prev), phase_of(n - 1));
       wgmma_fence();  // each chain opens with a fence, or ptxas inserts one (C7519)
       issue_pv<Cfg>(o, pf, sm.v(prev));
       wgmma_commit();
-      pass_turn(n);
+      pass_turn();
       wgmma_wait<1>();  // S(n) has landed
+      if (n == n_blocks - 1) release_q();
       softmax(key0, alpha);
       wgmma_wait<0>();  // P(n-1) V(n-1) is done: its slot and the P registers are free
       release(prev);
@@ -245,8 +349,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
     }
 
     // The last block's P V.
-    const int last = (n_blocks - 1) % kStages;
-    mbar_wait(sm.v_full(last), ((n_blocks - 1) / kStages) & 1);
+    const int last = slot_of(n_blocks - 1);
+    mbar_wait(sm.v_full(last), phase_of(n_blocks - 1));
     wgmma_fence();
     issue_pv<Cfg>(o, pf, sm.v(last));
     wgmma_commit();
@@ -266,6 +370,22 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
                   Cfg::kHeadDimV - b.v_col0, lse, lane);
 }
 
+// A consumer warp group over the CTA's tiles, as the producer hands them over.
+template <class Cfg>
+__device__ __forceinline__ void consume_tiles(const Smem<Cfg>& sm, const FwdParams& p,
+                                              const TileScheduler<Cfg>& sched, int c) {
+  if (c == 1) named_arrive(kSchedBarrier, kSchedThreads);  // consumer 0 takes the first turn
+  int it = 0;
+#pragma unroll 1
+  for (int j = 0;; ++j) {
+    mbar_wait(sm.q_full(c), j & 1);
+    const TileInfo info = get_info(sm.info(j));
+    if (info.tile < 0) return;
+    consume<Cfg>(sm, sched.block(info.tile, p), p, c, info.tiles, it);
+    it += info.tiles;
+  }
+}
+
 }  // namespace sm90
 
 template <class Cfg>
@@ -274,20 +394,7 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const sm90::Smem<Cfg> sm{(raw + 1023u) & ~1023u};
-
-  sm90::Block b;
-  // Blocks are launched last-first: under causal masking the last row blocks see the most
-  // keys, and starting them first shortens the tail of the grid.
-  b.m0 = (gridDim.x - 1 - blockIdx.x) * Cfg::kBlockM;
-  b.head = blockIdx.y;
-  b.batch = blockIdx.z / Cfg::kDvSplits;
-  b.split = blockIdx.z % Cfg::kDvSplits;
-  b.kv_head = b.head / p.heads_per_kv;
-  b.v_col0 = b.split * Cfg::kDvSlice;
-  b.diag = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
-  b.keys = key_steps<Cfg>(p, b.batch, b.head, b.m0,
-                          visible_keys<Cfg>(b.m0, Cfg::kBlockM, p.seqlen_k, b.diag));
-  b.tiles = visited_steps<Cfg>(b.keys, threadIdx.x % 32);
+  const sm90::TileScheduler<Cfg> sched(p);
 
   // Read from lane 0 so that ptxas sees a warp-uniform value: wgmma in a branch it cannot
   // prove uniform gets serialised (ptxas C7520).
@@ -296,24 +403,28 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
     tma_prefetch_descriptor(tm_q);
     tma_prefetch_descriptor(tm_k);
     tma_prefetch_descriptor(tm_v);
-    mbar_init(sm.q_full(), 1);
+    for (int c = 0; c < 2; ++c) {
+      mbar_init(sm.q_full(c), 1);
+      mbar_init(sm.q_empty(c), 4);  // one arrival per warp of consumer c
+    }
     for (int slot = 0; slot < Cfg::kStages; ++slot) {
       mbar_init(sm.k_full(slot), 1);
       mbar_init(sm.v_full(slot), 1);
-      mbar_init(sm.empty(slot), 8);  // one arrival per consumer warp
+      mbar_init(sm.empty(slot), 8);
     }
     mbar_fence_init();
   }
   __syncthreads();
 
-  // Each role is one branch, so that ptxas honours setmaxnreg (24 + 2 x 240 registers a
-  // thread fill the register file of 384 threads).
+  // Each role is one branch, so that ptxas honours setmaxnreg: 32 + 2 x 240 registers a
+  // thread, 128 threads each, are the whole register file (65536); the producer's tile walk
+  // needs more than 24.
   if (warp_group == 0) {
-    regs_release<24>();
-    if (threadIdx.x == 0 && b.tiles > 0) sm90::produce<Cfg>(sm, b, tm_q, tm_k, tm_v);
+    regs_release<32>();
+    if (threadIdx.x < 32) sm90::produce<Cfg>(sm, p, sched, tm_q, tm_k, tm_v);
   } else {
     regs_claim<240>();
-    sm90::consume<Cfg>(sm, b, p, warp_group - 1);
+    sm90::consume_tiles<Cfg>(sm, p, sched, warp_group - 1);
   }
 }
 

@@ -43,6 +43,16 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
       : "memory");
 }
 
+// A 32-bit word of shared memory, by address: the producer's hand-over of the next tile.
+__device__ __forceinline__ void st_shared_u32(u32 addr, int value) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
+}
+__device__ __forceinline__ int ld_shared_u32(u32 addr) {
+  int value;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(value) : "r"(addr) : "memory");
+  return value;
+}
+
 // ---------------------------------------------------------------- TMA
 // A 4-d box {c0 (innermost), c1, c2, c3} of `map` into shared memory at dst; completion is
 // counted in bytes on `bar`. Rows outside the tensor arrive as zeros.
