@@ -74,6 +74,14 @@ struct Sm90FwdLayout {
 
 namespace sm90 {
 
+// Registers a thread. Every thread starts with kLaunchRegs (__launch_bounds__(384, 1):
+// 65536 / 384, rounded down to a multiple of 8); setmaxnreg only moves registers inside the
+// CTA's allocation, so the consumers' claim must be covered by what the producer gives back
+// (with less, setmaxnreg.inc waits for ever). The producer's tile walk spills below 40.
+constexpr int kLaunchRegs = 168, kProducerRegs = 40, kConsumerRegs = 232;
+static_assert(128 * (kLaunchRegs - kProducerRegs) >= 256 * (kConsumerRegs - kLaunchRegs),
+              "the consumers claim more registers than the producer frees");
+
 // Named barriers of the ping-pong token: consumer c waits on kSchedBarrier + c.
 constexpr u32 kSchedBarrier = 1;
 constexpr u32 kSchedThreads = 256;
@@ -191,14 +199,16 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
 #pragma unroll 1
       for (int c = 0; c < 2; ++c) {
         mbar_wait(sm.q_empty(c), (j & 1) ^ 1);  // consumer c is done with its last Q rows
-        if (valid && tiles > 0) {
+        // Rows wholly past the sequence end are not loaded: a box wholly outside the tensor
+        // is not known to complete its bytes. Their scores are never stored.
+        if (valid && tiles > 0 && b.m0 + c * L::kConsumerRows < p.seqlen_q) {
           mbar_arrive_expect_tx(sm.q_full(c), L::kQHalfBytes);
 #pragma unroll 1
           for (int panel = 0; panel < L::kQkPanels; ++panel)
             tma_load_4d(sm.q_half(c, panel), tm_q, panel * 64, b.m0 + c * L::kConsumerRows,
                         b.head, b.batch, sm.q_full(c));
         } else {
-          mbar_arrive(sm.q_full(c));  // no Q to load: the info alone completes the phase
+          mbar_arrive(sm.q_full(c));  // nothing to load: the info alone completes the phase
         }
       }
     }
@@ -416,14 +426,12 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
   }
   __syncthreads();
 
-  // Each role is one branch, so that ptxas honours setmaxnreg: 32 + 2 x 240 registers a
-  // thread, 128 threads each, are the whole register file (65536); the producer's tile walk
-  // needs more than 24.
+  // Each role is one branch, so that ptxas honours setmaxnreg.
   if (warp_group == 0) {
-    regs_release<32>();
+    regs_release<sm90::kProducerRegs>();
     if (threadIdx.x < 32) sm90::produce<Cfg>(sm, p, sched, tm_q, tm_k, tm_v);
   } else {
-    regs_claim<240>();
+    regs_claim<sm90::kConsumerRegs>();
     sm90::consume_tiles<Cfg>(sm, p, sched, warp_group - 1);
   }
 }
