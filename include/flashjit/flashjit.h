@@ -199,6 +199,9 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   // Launches on `stream` (a CUstream / cudaStream_t, or nullptr for the default stream).
+  // The first call compiles and loads: make it outside any CUDA graph capture. The sm90
+  // kernel draws tiles from a counter of the stream: a captured launch keeps the counter of
+  // the stream it was captured on (README, "forward may be called from several threads").
   virtual void forward(const ForwardArgs& args, void* stream = nullptr) = 0;
   virtual const Spec& spec() const = 0;
   // Reports of every variant compiled so far (one per alignment/tile variant used).

@@ -38,6 +38,32 @@ TEST_CASE("plan: sm_90a with 16-byte aligned tensors runs the warp-specialised k
   CHECK(p.kernel_name == "fa_fwd_qk128_v128_bf16_full_ws_n128s3_a16_sm90a");
 }
 
+TEST_CASE("launch: the sm90 grid is persistent, at most one CTA a multiprocessor") {
+  const Spec s = spec_of(320, 320);  // two V slices: tiles = query blocks x heads x batch x 2
+  const Plan sm90 = make_plan(s, "sm_90a", 16);
+  REQUIRE(sm90.path == KernelPath::Sm90);
+  REQUIRE(sm90.dv_splits == 2);
+  ForwardArgs a = ForwardArgs::contiguous(s, /*batch=*/3, /*heads_q=*/4, /*heads_kv=*/2,
+                                          /*seqlen_q=*/1000, /*seqlen_k=*/1000);
+  LaunchGeometry g = launch_geometry(sm90, a, 132);
+  // 8 query blocks x 4 heads x 3 batches x 2 slices = 192 tiles, more than 132 CTAs.
+  CHECK(g.grid_x == 132);
+  CHECK(g.grid_y == 1);
+  CHECK(g.grid_z == 1);
+  CHECK(g.block_x == 384);
+  CHECK(g.shared_bytes == static_cast<unsigned>(sm90.shared_bytes));
+  a.seqlen_q = 1;  // 1 x 4 x 3 x 2 = 24 tiles: one CTA each
+  CHECK(launch_geometry(sm90, a, 132).grid_x == 24);
+
+  // The sm80 kernel keeps a CTA a tile: x query blocks, y heads, z batch x V slices.
+  const Plan sm80 = make_plan(s, "sm_80", 16);
+  a.seqlen_q = 1000;
+  g = launch_geometry(sm80, a, 132);
+  CHECK(g.grid_x == static_cast<unsigned>((1000 + sm80.tiles.block_m - 1) / sm80.tiles.block_m));
+  CHECK(g.grid_y == 4);
+  CHECK(g.grid_z == 3 * static_cast<unsigned>(sm80.dv_splits));
+}
+
 TEST_CASE("plan: the sm80 kernel serves other targets, tensors TMA cannot load, arch: sm80") {
   const Spec s = spec_of(128, 128);
   CHECK(make_plan(s, "sm_80", 16).path == KernelPath::Sm80);
