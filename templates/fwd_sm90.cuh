@@ -199,8 +199,8 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
 #pragma unroll 1
       for (int c = 0; c < 2; ++c) {
         mbar_wait(sm.q_empty(c), (j & 1) ^ 1);  // consumer c is done with its last Q rows
-        // Rows wholly past the sequence end are not loaded: a box wholly outside the tensor
-        // is not known to complete its bytes. Their scores are never stored.
+        // Rows wholly past the sequence end (consumer 1's, in a last query block of 64 rows
+        // or fewer) are not loaded: their scores are never stored.
         if (valid && tiles > 0 && b.m0 + c * L::kConsumerRows < p.seqlen_q) {
           mbar_arrive_expect_tx(sm.q_full(c), L::kQHalfBytes);
 #pragma unroll 1
