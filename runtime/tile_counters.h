@@ -1,9 +1,12 @@
 // The sm90 kernel's tile counters (templates/fwd_sm90.cuh, TileScheduler): one int a stream,
 // so that launches in flight on two streams never draw tickets from one counter. A launch
-// leaves its counter at zero, so none is reset between launches.
+// leaves its counter at zero, so none is reset between launches. The per-thread default
+// stream (CU_STREAM_PER_THREAD) is a different stream in every thread: a counter each.
 #pragma once
 
 #include <map>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/driver.h"
@@ -22,8 +25,10 @@ class TileCounters {
 
  private:
   static constexpr int kPerChunk = 64;
+  void add_chunk();  // kPerChunk more counters, zeroed
   std::vector<DeviceBuffer> chunks_;
-  std::map<void*, int*> by_stream_;
+  // (stream, the launching thread for the per-thread default stream, else no thread)
+  std::map<std::pair<void*, std::thread::id>, int*> by_stream_;
 };
 
 }  // namespace flashjit::rt
