@@ -22,7 +22,8 @@
 // the head dim and rows past the sequence end arrive as zeros from TMA.
 // Block masks (block_sparse, pattern) choose whole key tiles, as in the sm80 kernel: the
 // producer and both consumers walk the same visited tiles (templates/key_blocks.cuh), the
-// i-th of them in ring slot i % kStages, so a hidden tile never leaves a gap in the ring.
+// CTA's i-th K/V tile (counted over all its tiles) in ring slot i % kStages, so a hidden tile
+// never leaves a gap in the ring.
 //
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
 // kDvSplits, kBlockM, kBlockN, kStages, kCausal, kWindow, kWindowLeft, kWindowRight,
