@@ -19,7 +19,8 @@ class _MaskArgs(ctypes.Structure):
     _fields_ = [("block_counts", ctypes.c_void_p), ("block_indices", ctypes.c_void_p),
                 ("layout_batch", ctypes.c_int), ("layout_heads", ctypes.c_int),
                 ("layout_q_blocks", ctypes.c_int), ("layout_max_blocks", ctypes.c_int),
-                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p)]
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+                ("total_q", ctypes.c_int), ("total_k", ctypes.c_int)]
 
 
 class FlashjitError(RuntimeError):
@@ -101,7 +102,8 @@ class Kernel:
                 if not t.is_contiguous() or t.element_size() != 4 or t.is_floating_point():
                     raise ValueError(f"layout {name}: a contiguous int32 tensor is needed")
             mask = _MaskArgs(counts.data_ptr(), indices.data_ptr(), counts.shape[0],
-                             counts.shape[1], counts.shape[2], indices.shape[3], None, None)
+                             counts.shape[1], counts.shape[2], indices.shape[3], None, None,
+                             0, 0)
             args = args + (ctypes.byref(mask),)
             forward = self._lib.c.flashjit_forward_masked
         args = args + (stream,)

@@ -161,6 +161,8 @@ int flashjit_forward_masked(flashjit_kernel* kernel, const void* q, const void* 
       args.layout_max_blocks = mask->layout_max_blocks;
       args.cu_seqlens_q = mask->cu_seqlens_q;
       args.cu_seqlens_k = mask->cu_seqlens_k;
+      args.total_q = mask->total_q;
+      args.total_k = mask->total_k;
     }
     kernel->kernel->forward(args, stream);  // checks pointers and shapes itself
   });

@@ -79,10 +79,12 @@ ForwardArgs ForwardArgs::contiguous(const Spec& spec, int batch, int heads_q, in
 }
 
 ForwardArgs ForwardArgs::varlen(const Spec& spec, int batch, int heads_q, int heads_kv,
-                                int max_seqlen_q, int max_seqlen_k) {
+                                int max_seqlen_q, int max_seqlen_k, int total_q, int total_k) {
   ForwardArgs args = contiguous(spec, batch, heads_q, heads_kv, max_seqlen_q, max_seqlen_k);
   // Sequences follow each other in one [total, heads, dim] tensor: no batch stride.
   args.q_stride.batch = args.k_stride.batch = args.v_stride.batch = args.o_stride.batch = 0;
+  args.total_q = total_q;
+  args.total_k = total_k;
   return args;
 }
 

@@ -120,14 +120,6 @@ Plan make_plan(const Spec& spec, const std::string& target, int align_bytes, con
 }
 
 Plan varlen_variant(Plan plan) {
-  if (plan.path == KernelPath::Sm90) {
-    // The sm90 kernel reads fixed-length batches through its tensor maps: packed sequences
-    // run the sm80 kernel, with that kernel's heuristic tiles.
-    Spec sm80 = plan.spec;
-    sm80.warp_specialization = false;
-    sm80.tiles = Tiles{};
-    plan = make_plan(sm80, plan.target, plan.align_bytes);
-  }
   plan.varlen = true;
   plan.kernel_name += "_varlen";
   return plan;

@@ -52,8 +52,9 @@ struct Plan {
 Plan make_plan(const Spec& spec, const std::string& target, int align_bytes = 16,
                const Tiles* tuned = nullptr, bool tma_loadable = true);
 
-// `plan` for variable-length batches: varlen set, "_varlen" appended to the kernel name; a
-// warp-specialised plan becomes the sm80 kernel's (the sm90 kernel has no varlen form).
+// `plan` for variable-length batches: varlen set, "_varlen" appended to the kernel name. The
+// sm90 kernel serves them when TMA can load the packed tensors (tma_loadable: their row
+// counts are given).
 Plan varlen_variant(Plan plan);
 
 // The built-in tile heuristic of the kernel path `spec` takes on `target` for 16-byte

@@ -55,6 +55,15 @@ void check_mask_args(const Spec& spec, const ForwardArgs& a) {
           fmt::format("cu_seqlens_q={} and cu_seqlens_k={}: give both or neither",
                       static_cast<const void*>(a.cu_seqlens_q),
                       static_cast<const void*>(a.cu_seqlens_k)));
+  if (a.cu_seqlens_q == nullptr) {
+    require(a.total_q == 0 && a.total_k == 0,
+            fmt::format("total_q = {} and total_k = {} are for varlen calls (cu_seqlens): "
+                        "leave them 0", a.total_q, a.total_k));
+  } else {
+    require(a.total_q >= 0 && a.total_k >= 0,
+            fmt::format("total_q = {} and total_k = {} must be >= 0 (0: not known)", a.total_q,
+                        a.total_k));
+  }
 }
 
 }  // namespace

@@ -28,7 +28,7 @@
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
 // kDvSplits, kBlockM, kBlockN, kStages, kCausal, kWindow, kWindowLeft, kWindowRight,
 // kBlockSparse, kPattern, kMaskBlockQ, kMaskBlockK, kPatternWindow, kPatternStride,
-// kPatternGlobal.
+// kPatternGlobal, kVarlen.
 #pragma once
 
 #include "common.cuh"
@@ -130,9 +130,13 @@ __device__ __forceinline__ TileInfo get_info(u32 addr) {
           __shfl_sync(0xffffffffu, ld_shared_u32(addr + 4), 0)};
 }
 
-// Where a tile sits in the problem.
+// Where a tile sits in the problem. With cu_seqlens (kVarlen) its batch is a slice of the
+// packed tensors, which the tensor maps see as one batch of total rows: the slice starts at
+// row q_start / k_start and is seqlen_q / seqlen_k rows long. Rows a box reads past the
+// slice belong to the next sequence: keys there are masked, query rows never stored.
 struct Block {
   int m0, head, kv_head, batch, split, v_col0, diag;
+  int q_start, k_start, seqlen_q, seqlen_k, tma_batch;
   KeySteps keys;
 };
 
@@ -158,7 +162,8 @@ struct TileScheduler {
     return ticket + static_cast<int>(gridDim.x);
   }
 
-  // Tile `tile`'s place and keys.
+  // Tile `tile`'s place and keys. A varlen tile past its sequence's end visits no key and
+  // stores nothing.
   __device__ Block block(int tile, const FwdParams& p) const {
     Block b;
     const int row_block = tile % m_blocks, rest = tile / m_blocks;
@@ -168,9 +173,23 @@ struct TileScheduler {
     b.split = rest / p.heads_q % Cfg::kDvSplits;
     b.kv_head = b.head / p.heads_per_kv;
     b.v_col0 = b.split * Cfg::kDvSlice;
-    b.diag = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
-    b.keys = key_steps<Cfg>(p, b.batch, b.head, b.m0,
-                            visible_keys<Cfg>(b.m0, Cfg::kBlockM, p.seqlen_k, b.diag));
+    if constexpr (Cfg::kVarlen) {
+      b.q_start = p.cu_seqlens_q[b.batch];
+      b.k_start = p.cu_seqlens_k[b.batch];
+      b.seqlen_q = p.cu_seqlens_q[b.batch + 1] - b.q_start;
+      b.seqlen_k = p.cu_seqlens_k[b.batch + 1] - b.k_start;
+      b.tma_batch = 0;
+    } else {
+      b.q_start = b.k_start = 0;
+      b.seqlen_q = p.seqlen_q;
+      b.seqlen_k = p.seqlen_k;
+      b.tma_batch = b.batch;
+    }
+    b.diag = b.seqlen_k - b.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
+    b.keys = b.m0 < b.seqlen_q
+                 ? key_steps<Cfg>(p, b.batch, b.head, b.m0,
+                                  visible_keys<Cfg>(b.m0, Cfg::kBlockM, b.seqlen_k, b.diag))
+                 : KeySteps{};
     return b;
   }
 };
@@ -202,12 +221,13 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
         mbar_wait(sm.q_empty(c), (j & 1) ^ 1);  // consumer c is done with its last Q rows
         // Rows wholly past the sequence end (consumer 1's, in a last query block of 64 rows
         // or fewer) are not loaded: their scores are never stored.
-        if (valid && tiles > 0 && b.m0 + c * L::kConsumerRows < p.seqlen_q) {
+        if (valid && tiles > 0 && b.m0 + c * L::kConsumerRows < b.seqlen_q) {
           mbar_arrive_expect_tx(sm.q_full(c), L::kQHalfBytes);
 #pragma unroll 1
           for (int panel = 0; panel < L::kQkPanels; ++panel)
-            tma_load_4d(sm.q_half(c, panel), tm_q, panel * 64, b.m0 + c * L::kConsumerRows,
-                        b.head, b.batch, sm.q_full(c));
+            tma_load_4d(sm.q_half(c, panel), tm_q, panel * 64,
+                        b.q_start + b.m0 + c * L::kConsumerRows, b.head, b.tma_batch,
+                        sm.q_full(c));
         } else {
           mbar_arrive(sm.q_full(c));  // nothing to load: the info alone completes the phase
         }
@@ -224,13 +244,13 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
         mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
 #pragma unroll 1
         for (int panel = 0; panel < L::kQkPanels; ++panel)
-          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, key0, b.kv_head,
-                      b.batch, sm.k_full(slot));
+          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, b.k_start + key0,
+                      b.kv_head, b.tma_batch, sm.k_full(slot));
         mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
 #pragma unroll 1
         for (int panel = 0; panel < L::kVPanels; ++panel)
-          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64, key0,
-                      b.kv_head, b.batch, sm.v_full(slot));
+          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64,
+                      b.k_start + key0, b.kv_head, b.tma_batch, sm.v_full(slot));
       }
     }
     tile = __shfl_sync(0xffffffffu, next, 0);
@@ -307,8 +327,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
   // Softmax of the block of keys from key0 (its S in `s`): mask, running max and sums, P in
   // place; returns in alpha the factor for the O accumulated before this block.
   auto softmax = [&](int key0, float (&alpha)[2]) {
-    if (block_needs_mask<Cfg>(rows0, L::kConsumerRows, key0, Cfg::kBlockN, p.seqlen_k, b.diag))
-      mask_scores<Cfg>(s, row, key0, p.seqlen_k, b.diag, lane);
+    if (block_needs_mask<Cfg>(rows0, L::kConsumerRows, key0, Cfg::kBlockN, b.seqlen_k, b.diag))
+      mask_scores<Cfg>(s, row, key0, b.seqlen_k, b.diag, lane);
     softmax_step(s, row_max, row_sum, p.scale_log2, alpha);
   };
   auto release = [&](int slot) {
@@ -369,15 +389,17 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
     release(last);
   }
 
-  // ---- epilogue: O / l to the output type, LSE in natural log.
+  // ---- epilogue: O / l to the output type, LSE in natural log. LSE is [batch, heads_q,
+  // seqlen_q], or with cu_seqlens [heads_q, total_q].
   const int tile_row = rows0 + warp * 16;
-  u16* o_rows = static_cast<u16*>(p.o) + b.batch * p.o_batch_stride + b.head * p.o_head_stride +
+  const long long o_row0 = Cfg::kVarlen ? b.q_start * p.o_seq_stride : b.batch * p.o_batch_stride;
+  u16* o_rows = static_cast<u16*>(p.o) + o_row0 + b.head * p.o_head_stride +
                 tile_row * p.o_seq_stride + b.v_col0;
-  float* lse = b.split == 0 && p.lse != nullptr
-                   ? p.lse + (static_cast<long long>(b.batch) * p.heads_q + b.head) * p.seqlen_q +
-                         tile_row
-                   : nullptr;
-  store_rows<Cfg>(o, row_max, row_sum, o_rows, p.o_seq_stride, tile_row, p.seqlen_q,
+  const long long lse_row0 =
+      Cfg::kVarlen ? static_cast<long long>(b.head) * p.cu_seqlens_q[p.batch] + b.q_start
+                   : (static_cast<long long>(b.batch) * p.heads_q + b.head) * p.seqlen_q;
+  float* lse = b.split == 0 && p.lse != nullptr ? p.lse + lse_row0 + tile_row : nullptr;
+  store_rows<Cfg>(o, row_max, row_sum, o_rows, p.o_seq_stride, tile_row, b.seqlen_q,
                   Cfg::kHeadDimV - b.v_col0, lse, lane);
 }
 

@@ -374,6 +374,8 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& given_s
   if (varlen) {
     args.cu_seqlens_q = side_ptr(0);
     args.cu_seqlens_k = side_ptr(cu_k_at);
+    args.total_q = cu_q.back();  // what lets the sm90 kernel map the packed tensors
+    args.total_k = cu_k.back();
   }
   if (spec.mask == MaskKind::BlockSparse) {
     args.block_counts = side_ptr(counts_at);

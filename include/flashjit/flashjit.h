@@ -147,14 +147,21 @@ struct ForwardArgs {
   // and LSE is [heads_q, total_q]. Causal, windows and block masks apply per sequence.
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
+  // With cu_seqlens: the packed tensors' row counts (cu_seqlens_q[batch] and
+  // cu_seqlens_k[batch], which the host cannot read without waiting for the device). Given,
+  // the sm90 kernel's tensor maps can address the packed tensors; 0 (unknown) or a call TMA
+  // cannot load otherwise runs the sm80 kernel.
+  int total_q = 0, total_k = 0;
 
   // Strides of densely packed tensors in the layout above.
   static ForwardArgs contiguous(const Spec& spec, int batch, int heads_q, int heads_kv,
                                 int seqlen_q, int seqlen_k);
   // Strides of packed varlen tensors ([total, heads, dim]) for `batch` sequences whose longest
-  // are max_seqlen_q / max_seqlen_k; the caller sets cu_seqlens_q / cu_seqlens_k.
+  // are max_seqlen_q / max_seqlen_k and whose rows number total_q / total_k (0: not known);
+  // the caller sets cu_seqlens_q / cu_seqlens_k.
   static ForwardArgs varlen(const Spec& spec, int batch, int heads_q, int heads_kv,
-                            int max_seqlen_q, int max_seqlen_k);
+                            int max_seqlen_q, int max_seqlen_k, int total_q = 0,
+                            int total_k = 0);
 };
 
 // A block-sparse layout on the host, in the form ForwardArgs takes (copy both arrays to the

@@ -78,6 +78,7 @@ typedef struct flashjit_mask_args {
   int layout_batch, layout_heads, layout_q_blocks, layout_max_blocks;
   const int32_t* cu_seqlens_q; /* batch + 1 prefix sums; with cu_seqlens_k: packed tensors */
   const int32_t* cu_seqlens_k;
+  int total_q, total_k; /* the packed row counts, or 0 (not known: the sm80 kernel runs) */
 } flashjit_mask_args;
 
 /* flashjit_forward with a block-sparse layout and/or variable-length batches (`mask` may be

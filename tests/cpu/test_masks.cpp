@@ -143,14 +143,19 @@ TEST_CASE("plan: the sm90 kernel serves block masks whose query blocks hold whol
     CHECK(gen::mask_tiles_problem(spec, plan.tiles) == "");
   }
   CHECK(gen::make_plan(sparse_spec(128, 128), "sm_80").path == KernelPath::Sm80);
-  // Calls TMA cannot load and varlen fall back to the sm80 kernel, its tiles fitted to the
-  // mask.
+  // Calls TMA cannot load (varlen ones whose row counts are not given among them) fall back
+  // to the sm80 kernel, its tiles fitted to the mask; varlen calls it can load keep the sm90
+  // kernel.
   const Spec sparse = sparse_spec(256, 48);
-  for (const gen::Plan& plan : {gen::make_plan(sparse, "sm_90a", 8, nullptr, false),
-                                gen::varlen_variant(gen::make_plan(sparse, "sm_90a"))}) {
+  for (const gen::Plan& plan :
+       {gen::make_plan(sparse, "sm_90a", 8, nullptr, false),
+        gen::varlen_variant(gen::make_plan(sparse, "sm_90a", 16, nullptr, false))}) {
     CHECK(plan.path == KernelPath::Sm80);
     CHECK(gen::mask_tiles_problem(sparse, plan.tiles) == "");
   }
+  const gen::Plan varlen = gen::varlen_variant(gen::make_plan(sparse, "sm_90a"));
+  CHECK(varlen.path == KernelPath::Sm90);
+  CHECK(varlen.varlen);
 }
 
 TEST_CASE("tiles: the sm90 heuristic picks a block_n that divides the mask's key block") {
@@ -278,6 +283,19 @@ TEST_CASE("forward arguments: the block-sparse layout and cu_seqlens") {
   packed.cu_seqlens_q = ints;
   packed.cu_seqlens_k = ints + 4;
   CHECK_NOTHROW(rt::check_forward_args(plain, packed));
+  packed.total_q = 700;
+  packed.total_k = 650;
+  CHECK_NOTHROW(rt::check_forward_args(plain, packed));
+  bad = packed;
+  bad.total_k = -1;
+  CHECK(error_of([&] { rt::check_forward_args(plain, bad); }, ErrorKind::Shape)
+            .find("total_q = 700 and total_k = -1 must be >= 0") != std::string::npos);
+  bad = ForwardArgs::contiguous(plain, 3, 4, 2, 300, 257);
+  bad.q = bad.k = bad.v = storage;
+  bad.o = storage;
+  bad.total_q = 900;
+  CHECK(error_of([&] { rt::check_forward_args(plain, bad); }, ErrorKind::Shape)
+            .find("are for varlen calls (cu_seqlens): leave them 0") != std::string::npos);
 
   // Packing: a broadcast dimension gets stride 0, in entries of block_counts.
   FwdParams params{};

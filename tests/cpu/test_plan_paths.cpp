@@ -108,6 +108,20 @@ TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are
   CHECK(forward_alignment(args(100, 20)) == 8);   // 200-byte head steps
   CHECK(forward_alignment(args(100, 1)) == 8);    // 200-byte rows of one head
   CHECK(forward_alignment(args(33, 1)) == 2);
+
+  // Packed varlen tensors: their maps need the row counts, and an empty tensor has none.
+  const void* base = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  const int seqlens[] = {0, 3};  // cu_seqlens stand-in: only null or not matters here
+  ForwardArgs packed = ForwardArgs::varlen(spec_of(128, 128), 4, 8, 2, 300, 257);
+  packed.q = packed.k = packed.v = base;
+  packed.cu_seqlens_q = packed.cu_seqlens_k = seqlens;
+  CHECK_FALSE(rt::tma_loadable(packed));  // total_q / total_k not given
+  packed.total_q = 700;
+  packed.total_k = 0;  // no keys at all
+  CHECK_FALSE(rt::tma_loadable(packed));
+  packed.total_k = 650;
+  CHECK(rt::tma_loadable(packed));
+  CHECK(ForwardArgs::varlen(spec_of(128, 128), 4, 8, 2, 300, 257, 700, 650).total_k == 650);
 }
 
 TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {

@@ -74,5 +74,8 @@ TEST_CASE("forward, sm80 kernel: block-sparse layouts") {
 TEST_CASE("forward, sm80 kernel: compiled-in block patterns") {
   check_cases(pattern_cases(), Kernel::Sm80);
 }
+TEST_CASE("forward, sm80 kernel: variable-length batches") {
+  check_cases(varlen_cases(), Kernel::Sm80);
+}
 
 }  // namespace flashjit::gpu_test
