@@ -89,9 +89,10 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
           // The sm90 kernel's warps are its three warp groups; the sm80 kernel's own rows.
           if (plan.path == gen::KernelPath::Sm80) CHECK(t.block_m % (16 * t.warps) == 0);
         }
-  // Tiles already inside the blocks stay as they are.
+  // Tiles already inside the blocks stay as they are: a masked kernel's are the causal
+  // kernel's (the unmasked one's key block is wider at d64).
   const Spec big = sparse_spec(1024, 512, 64);
-  const Spec dense = spec_from("head_dim: 64\n");
+  const Spec dense = spec_from("head_dim: 64\ncausal: true\n");
   for (const char* target : {"sm_80", "sm_90a"}) {
     CAPTURE(target);
     CHECK(gen::default_tiles(big, target) == gen::default_tiles(dense, target));
@@ -168,9 +169,9 @@ TEST_CASE("tiles: the sm90 heuristic picks a block_n that divides the mask's key
       REQUIRE(plan.path == gen::KernelPath::Sm90);
       CHECK(block_k % plan.tiles.block_n == 0);
       CHECK(gen::sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, "sm_90a") == "");
-      // The unmasked choice whenever it divides block_k.
-      const Tiles dense =
-          gen::sm90_default_tiles(spec_from("head_dim: " + std::to_string(d) + "\n"), "sm_90a");
+      // The causal kernel's choice whenever it divides block_k.
+      const Tiles dense = gen::sm90_default_tiles(
+          spec_from("head_dim: " + std::to_string(d) + "\ncausal: true\n"), "sm_90a");
       if (block_k % dense.block_n == 0) CHECK(plan.tiles == dense);
     }
 }

@@ -136,6 +136,17 @@ TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {
     }
 }
 
+TEST_CASE("plan: the sm90 heuristic widens the key block only for unmasked d <= 64") {
+  // NOTES entry 10: n176 beats n128 by 6% on unmasked d64 at 16k tokens and loses 2-6% under
+  // causal masking.
+  CHECK(make_plan(spec_of(64, 64), "sm_90a", 16).tiles == Tiles{128, 176, 12, 3});
+  CHECK(make_plan(spec_of(40, 40), "sm_90a", 16).tiles == Tiles{128, 176, 12, 3});
+  Spec causal = spec_of(64, 64);
+  causal.causal = true;
+  CHECK(make_plan(causal, "sm_90a", 16).tiles == Tiles{128, 128, 12, 3});
+  CHECK(make_plan(spec_of(128, 128), "sm_90a", 16).tiles == Tiles{128, 128, 12, 3});
+}
+
 TEST_CASE("plan: sm90 tiles are checked with reasons") {
   CHECK(sm90_tiles_problem(128, 128, Tiles{64, 128, 4, 2}, "sm_90a").find("block_m 128") !=
         std::string::npos);
