@@ -5,11 +5,11 @@
 // are left, so one tile's loads overlap the last one's products and epilogue. A CTA is three
 // warp groups:
 //   - warp group 0, the producer, gives most of its registers away (setmaxnreg); its first
-//     warp draws the tiles and one thread issues every load: per tile each consumer's Q rows
-//     (once that consumer is done with the last tile's: q_empty), then K and V tiles of
-//     kBlockN keys into a kStages-deep shared-memory ring that runs on across tiles, each
-//     slot guarded by a "full" mbarrier (TMA counts the bytes in) and an "empty" one (the
-//     consumers release the slot). The tile and its key-tile count go to the consumers
+//     warp draws the tiles and one thread issues every load: per tile the first K and V
+//     tiles, each consumer's Q rows (once that consumer is done with the last tile's:
+//     q_empty), then the other K and V tiles of kBlockN keys, into a kStages-deep
+//     shared-memory ring that runs on across tiles, each slot guarded by a "full" mbarrier
+//     (TMA counts the bytes in) and an "empty" one (the consumers release the slot). The tile and its key-tile count go to the consumers
 //     through shared memory with Q's barrier (tile -1: none left).
 //   - warp groups 1 and 2, the consumers, own 64 query rows each. Per key block:
 //     S = Q K^T with both operands in 128-byte swizzled shared memory (wgmma SS), the online
@@ -194,8 +194,9 @@ struct TileScheduler {
   }
 };
 
-// The producer's first warp: per tile, the next ticket, each consumer's Q rows, then the K/V
-// tiles of every visited key block, issued by lane 0. Its loops stay rolled: it runs on few
+// The producer's first warp: per tile, the next ticket, the first visited key block's K/V
+// tile, each consumer's Q rows, then the K/V tiles of the other visited key blocks, issued by
+// lane 0. Its loops stay rolled: it runs on few
 // registers, and issuing copies is not what limits the kernel. `it` counts the K/V tiles of
 // the CTA's earlier tiles: the ring runs on across tiles.
 template <class Cfg>
@@ -216,6 +217,27 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
     if (lane == 0) {
       // Tile j - 2's info, the last in this place, was read before its Q was released.
       put_info(sm.info(j), {valid ? tile : -1, tiles});
+      KeyTileWalk walk;
+      auto load_kv = [&]() {
+        const int slot = it % Cfg::kStages;
+        mbar_wait(sm.empty(slot), ((it / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
+        const int key0 = walk.next<Cfg>(b.keys);
+        mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < L::kQkPanels; ++panel)
+          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, b.k_start + key0,
+                      b.kv_head, b.tma_batch, sm.k_full(slot));
+        mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < L::kVPanels; ++panel)
+          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64,
+                      b.k_start + key0, b.kv_head, b.tma_batch, sm.v_full(slot));
+        ++it;
+      };
+      // The first K/V tile goes before the Q waits: its slot is free before the consumers
+      // let go of their Q rows, and a consumer's first S needs both.
+      const int kv_tiles = valid ? tiles : 0;
+      if (kv_tiles > 0) load_kv();
 #pragma unroll 1
       for (int c = 0; c < 2; ++c) {
         mbar_wait(sm.q_empty(c), (j & 1) ^ 1);  // consumer c is done with its last Q rows
@@ -232,27 +254,10 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
           mbar_arrive(sm.q_full(c));  // nothing to load: the info alone completes the phase
         }
       }
+#pragma unroll 1
+      for (int i = 1; i < kv_tiles; ++i) load_kv();
     }
     if (!valid) return;
-    if (lane == 0) {
-      KeyTileWalk walk;
-#pragma unroll 1
-      for (int i = 0; i < tiles; ++i, ++it) {
-        const int slot = it % Cfg::kStages;
-        mbar_wait(sm.empty(slot), ((it / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
-        const int key0 = walk.next<Cfg>(b.keys);
-        mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
-#pragma unroll 1
-        for (int panel = 0; panel < L::kQkPanels; ++panel)
-          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, b.k_start + key0,
-                      b.kv_head, b.tma_batch, sm.k_full(slot));
-        mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
-#pragma unroll 1
-        for (int panel = 0; panel < L::kVPanels; ++panel)
-          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64,
-                      b.k_start + key0, b.kv_head, b.tma_batch, sm.v_full(slot));
-      }
-    }
     tile = __shfl_sync(0xffffffffu, next, 0);
   }
 }
