@@ -234,8 +234,9 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
                       b.k_start + key0, b.kv_head, b.tma_batch, sm.v_full(slot));
         ++it;
       };
-      // The first K/V tile goes before the Q waits: its slot is free before the consumers
-      // let go of their Q rows, and a consumer's first S needs both.
+      // The first K/V tile goes before the Q waits, as a consumer's first S needs both: with
+      // three or more ring slots its slot frees a block before the consumers let go of their
+      // Q rows (with two, about when consumer 1 does, half a block after consumer 0).
       const int kv_tiles = valid ? tiles : 0;
       if (kv_tiles > 0) load_kv();
 #pragma unroll 1
