@@ -9,8 +9,9 @@
 //     tiles, each consumer's Q rows (once that consumer is done with the last tile's:
 //     q_empty), then the other K and V tiles of kBlockN keys, into a kStages-deep
 //     shared-memory ring that runs on across tiles, each slot guarded by a "full" mbarrier
-//     (TMA counts the bytes in) and an "empty" one (the consumers release the slot). The tile and its key-tile count go to the consumers
-//     through shared memory with Q's barrier (tile -1: none left).
+//     (TMA counts the bytes in) and an "empty" one (the consumers release the slot). The
+//     tile and its key-tile count go to the consumers through shared memory with Q's
+//     barrier (tile -1: none left).
 //   - warp groups 1 and 2, the consumers, own 64 query rows each. Per key block:
 //     S = Q K^T with both operands in 128-byte swizzled shared memory (wgmma SS), the online
 //     softmax in registers, O += P V with P straight from the S registers (wgmma RS).
@@ -196,9 +197,9 @@ struct TileScheduler {
 
 // The producer's first warp: per tile, the next ticket, the first visited key block's K/V
 // tile, each consumer's Q rows, then the K/V tiles of the other visited key blocks, issued by
-// lane 0. Its loops stay rolled: it runs on few
-// registers, and issuing copies is not what limits the kernel. `it` counts the K/V tiles of
-// the CTA's earlier tiles: the ring runs on across tiles.
+// lane 0. Its loops stay rolled: it runs on few registers, and issuing copies is not what
+// limits the kernel. `it` counts the K/V tiles of the CTA's earlier tiles: the ring runs on
+// across tiles.
 template <class Cfg>
 __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
                                         const TileScheduler<Cfg>& sched, const TmaDesc* tm_q,
@@ -449,7 +450,7 @@ __device__ __forceinline__ void fwd_sm90(const FwdParams& p, const TmaDesc* tm_q
     for (int slot = 0; slot < Cfg::kStages; ++slot) {
       mbar_init(sm.k_full(slot), 1);
       mbar_init(sm.v_full(slot), 1);
-      mbar_init(sm.empty(slot), 8);
+      mbar_init(sm.empty(slot), 8);  // one arrival per warp of both consumers
     }
     mbar_fence_init();
   }
