@@ -210,9 +210,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
 #pragma unroll 1
   for (int j = 0;; ++j) {
     const bool valid = tile < sched.total;
-    // Drawn now, used after this tile's loads are issued: the atomic's latency hides there.
     int next = 0;
-    if (lane == 0 && valid) next = sched.next(p.tile_counter);
     const Block b = sched.block(valid ? tile : 0, p);
     const int tiles = visited_steps<Cfg>(b.keys, lane);  // the whole warp counts
     if (lane == 0) {
@@ -258,6 +256,12 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
       }
 #pragma unroll 1
       for (int i = 1; i < kv_tiles; ++i) load_kv();
+      // The next tile is drawn only now, with this one's loads issued, so that a CTA takes a
+      // tile when it is about to run it and the grid's longest-first order holds to the end.
+      // Drawn when a tile started, a long causal tile kept the next one waiting behind it
+      // while other CTAs went idle (bench/NOTES.md entry 12). The consumers still have up to
+      // kStages key blocks to compute, which hides the atomic's latency.
+      if (valid) next = sched.next(p.tile_counter);
     }
     if (!valid) return;
     tile = __shfl_sync(0xffffffffu, next, 0);
