@@ -195,11 +195,11 @@ struct TileScheduler {
   }
 };
 
-// The producer's first warp: per tile, the next ticket, the first visited key block's K/V
-// tile, each consumer's Q rows, then the K/V tiles of the other visited key blocks, issued by
-// lane 0. Its loops stay rolled: it runs on few registers, and issuing copies is not what
-// limits the kernel. `it` counts the K/V tiles of the CTA's earlier tiles: the ring runs on
-// across tiles.
+// The producer's first warp: per tile, the first visited key block's K/V tile, each
+// consumer's Q rows, the K/V tiles of the other visited key blocks, then the next ticket,
+// issued by lane 0. Its loops stay rolled: it runs on few registers, and issuing copies is
+// not what limits the kernel. `it` counts the K/V tiles of the CTA's earlier tiles: the ring
+// runs on across tiles.
 template <class Cfg>
 __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
                                         const TileScheduler<Cfg>& sched, const TmaDesc* tm_q,
@@ -259,7 +259,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
       // The next tile is drawn only now, with this one's loads issued, so that a CTA takes a
       // tile when it is about to run it and the grid's longest-first order holds to the end.
       // Drawn when a tile started, a long causal tile kept the next one waiting behind it
-      // while other CTAs went idle (bench/NOTES.md entry 12). The consumers still have up to
+      // while other CTAs went idle (bench/NOTES.md entries 12, 13). The consumers still have up to
       // kStages key blocks to compute, which hides the atomic's latency.
       if (valid) next = sched.next(p.tile_counter);
     }
