@@ -137,10 +137,11 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
 // this 16-row tile's output (already offset to the first V column of the slice), `row` is
 // the tile's first row within the sequence, `v_cols` the valid columns from there.
 // A row that saw no key writes O = 0 and LSE = -inf.
-// Whole rows of 16-byte aligned output go out 16 bytes a lane, 8 columns after a transpose
-// inside each quad: a quarter of the store instructions, each writing whole 32-byte sectors
-// (4 bytes a lane, the epilogue took about 4000 cycles a tile on the H200: bench/NOTES.md
-// entry 16). Other shapes store the accumulator's column pairs as they lie.
+// Whole rows of 16-byte aligned output, 128 columns or more, go out 16 bytes a lane, 8
+// columns after a transpose inside each quad: a quarter of the store instructions, each
+// writing whole 32-byte sectors. On the H200 this cut the sm90 epilogue from about 4000 to
+// 2200 cycles a tile at d128 (+2-7% at d128-d256) but cost d64 1-3% (bench/NOTES.md entry
+// 16). Other shapes store the accumulator's column pairs as they lie, 4 bytes a lane.
 template <class Cfg, int kTiles>
 __device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const float (&row_max)[2],
                                            const float (&row_sum)[2], u16* o_rows,
@@ -148,7 +149,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const fl
                                            int v_cols, float* lse_rows, int lane) {
   using Element = typename Cfg::Element;
   constexpr float kLn2 = 0.6931471805599453f;
-  constexpr bool kWideStores = Cfg::kAlign >= 16 && kTiles % 4 == 0;
+  constexpr bool kWideStores = Cfg::kAlign >= 16 && kTiles % 4 == 0 && kTiles >= 16;
   const bool wide = kWideStores && v_cols >= kTiles * 8;  // the same in every lane
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
