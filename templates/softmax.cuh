@@ -140,8 +140,8 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
 // Whole rows of 16-byte aligned output, 128 columns or more, go out 16 bytes a lane, 8
 // columns after a transpose inside each quad: a quarter of the store instructions, each
 // writing whole 32-byte sectors. On the H200 this cut the sm90 epilogue from about 4000 to
-// 2200 cycles a tile at d128 (+2-7% at d128-d256) but cost d64 1-3% (bench/NOTES.md entry
-// 16). Other shapes store the accumulator's column pairs as they lie, 4 bytes a lane.
+// 2200 cycles a tile at d128 (up to +7% at d128-d256) but cost d64 up to 3.5%
+// (bench/NOTES.md entry 16). Other shapes store the accumulator's column pairs as they lie, 4 bytes a lane.
 template <class Cfg, int kTiles>
 __device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const float (&row_max)[2],
                                            const float (&row_sum)[2], u16* o_rows,
