@@ -97,7 +97,8 @@ struct Smem {
   __device__ u32 v(int slot) const { return base + L::kVOffset + slot * L::kVBytes; }
   // Consumer c's rows of every Q panel.
   __device__ u32 q_half(int c, int panel) const {
-    return q() + panel * Cfg::kBlockM * L::kPanelRowBytes + c * L::kConsumerRows * L::kPanelRowBytes;
+    return q() + panel * Cfg::kBlockM * L::kPanelRowBytes +
+           c * L::kConsumerRows * L::kPanelRowBytes;
   }
   __device__ u32 q_full(int c) const { return base + L::kBarOffset + 8 * c; }
   __device__ u32 q_empty(int c) const { return base + L::kBarOffset + 8 * (2 + c); }
@@ -259,8 +260,8 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
       // The next tile is drawn only now, with this one's loads issued, so that a CTA takes a
       // tile when it is about to run it and the grid's longest-first order holds to the end.
       // Drawn when a tile started, a long causal tile kept the next one waiting behind it
-      // while other CTAs went idle (bench/NOTES.md entries 12, 13). The consumers still have up to
-      // kStages key blocks to compute, which hides the atomic's latency.
+      // while other CTAs went idle (bench/NOTES.md entries 12, 13). The consumers still have
+      // up to kStages key blocks to compute, which hides the atomic's latency.
       if (valid) next = sched.next(p.tile_counter);
     }
     if (!valid) return;

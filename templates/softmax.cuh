@@ -125,8 +125,8 @@ __device__ __forceinline__ void quad_transpose(u32 (&v)[4], int q) {
   v[3] = b0 ? v[3] : r1;
 }
 
-// One 16-byte store. In PTX, as NVVM splits some uint4 stores into four 4-byte ones when it
-// cannot prove the alignment that the caller guarantees here.
+// One 16-byte global store, written in PTX: NVVM splits some uint4 stores into four 4-byte
+// ones when it cannot prove the 16-byte alignment that the caller guarantees.
 __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v[0]), "r"(v[1]),
                "r"(v[2]), "r"(v[3])
@@ -141,7 +141,8 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
 // columns after a transpose inside each quad: a quarter of the store instructions, each
 // writing whole 32-byte sectors. On the H200 this cut the sm90 epilogue from about 4000 to
 // 2200 cycles a tile at d128 (up to +7% at d128-d256) but cost d64 up to 3.5%
-// (bench/NOTES.md entry 16). Other shapes store the accumulator's column pairs as they lie, 4 bytes a lane.
+// (bench/NOTES.md entry 16). Other shapes store the accumulator's column pairs as they lie,
+// 4 bytes a lane.
 template <class Cfg, int kTiles>
 __device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const float (&row_max)[2],
                                            const float (&row_sum)[2], u16* o_rows,
