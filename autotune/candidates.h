@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "flashjit/flashjit.h"
+#include "generator/tile_rules.h"
 
 namespace flashjit::tune {
+
+using gen::tiles_label;
 
 struct PrunedTiles {
   Tiles tiles;
@@ -19,24 +22,10 @@ struct CandidateSpace {
   std::vector<PrunedTiles> pruned;
 };
 
-// fp32 accumulator registers a thread holds for `tiles`: each warp owns block_m / warps query
-// rows in groups of 16 (one m16 MMA row block), and for each group a thread keeps
-// dv_slice / 2 floats of O and block_n / 2 floats of S.
-int accumulator_registers(int dv_slice, const Tiles& tiles);
-// Above this the kernel cannot avoid spilling: 255 registers a thread minus the ~30 that the
-// addresses, loop counters, softmax row statistics and MMA operand fragments need at least.
-inline constexpr int kMaxAccumulatorRegisters = 224;
-
-// For the sm80 kernel: the grid block_m {64, 128} x block_n {32, 64, 128} x warps {4, 8} x
-// stages {2, 3} (plus block_n 16 for head dims past 192, where the heuristic itself uses
-// narrow key blocks), filtered by the sm80 tile rules and shared memory (sm80_tiles_problem)
-// and by accumulator_registers. For the warp-specialised sm90 kernel: block_n {48, 64, 80,
-// 96, 112, 128, 160, 176, 192} x stages {2, 3, 4}, filtered by sm90_tiles_problem (shared memory, consumer
-// registers). Throws Error(Usage) for a spec the tuner cannot serve (explicit tiles, an
-// unknown target).
+// The spec's primary kernel path's tuning grid (KernelPathInfo::tuning_grid), filtered by the
+// path's tile rules, the mask and its tuning_problem (the sm80 path's register estimate).
+// Throws Error(Usage) for a spec the tuner cannot serve (explicit tiles, a block_sparse
+// layout only known at run time, an unknown target).
 CandidateSpace candidate_space(const Spec& spec, const std::string& target);
-
-// "m128n64w4s3"
-std::string tiles_label(const Tiles& tiles);
 
 }  // namespace flashjit::tune

@@ -11,6 +11,7 @@
 
 #include "autotune/candidates.h"
 #include "generator/plan.h"
+#include "runtime/call_traits.h"
 #include "runtime/driver.h"
 #include "runtime/kernel_compiler.h"
 #include "verify/attention_run.h"
@@ -77,7 +78,9 @@ class CompilePool {
           const Spec candidate = with_tiles(spec, tiles[i]);
           outcome.report = align_bytes == 16
                                ? runtime.compile(candidate, target)
-                               : own_.compile(gen::make_plan(candidate, target, align_bytes))->report;
+                               : own_.compile(gen::make_plan(candidate, target,
+                                                             {.align_bytes = align_bytes}))
+                                     ->report;
         } catch (const std::exception& error) {  // an escaping exception would end the process
           outcome.error = error.what();
         }
@@ -255,7 +258,7 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   // Every bucket's tensors are contiguous with the same head dims, and device allocations are
   // 256-byte aligned: the strides alone decide the one alignment all buckets need.
   const TimedShape first = timed_shape(spec, options.seqlens.front(), options.batch_heads);
-  const int align_bytes = gen::forward_alignment(ForwardArgs::contiguous(
+  const int align_bytes = rt::forward_alignment(spec, ForwardArgs::contiguous(
       spec, first.batch, first.heads, first.heads, first.seqlen, first.seqlen));
   CompilePool pool(runtime, spec, out.target, align_bytes, space.candidates, threads);
 

@@ -6,7 +6,7 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/spec_rules.h"
-#include "generator/tile_heuristic.h"
+#include "generator/tile_rules.h"
 
 namespace flashjit::gen {
 namespace {
@@ -183,7 +183,7 @@ std::optional<SpecProblem> window_problem(const Spec& spec) {
   return std::nullopt;
 }
 
-// Given tiles must fit the block mask (tile_heuristic.h says why); auto tiles are fitted.
+// Given tiles must fit the block mask (tile_rules.h says why); auto tiles are fitted.
 std::optional<SpecProblem> mask_tiles_field_problem(const Spec& spec) {
   const std::string why = mask_tiles_problem(spec, spec.tiles);
   if (why.empty()) return std::nullopt;

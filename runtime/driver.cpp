@@ -140,7 +140,6 @@ DeviceInfo Driver::device_info() const {
   info.cc_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   info.cc_minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   info.sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-  info.max_shared_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   FLASHJIT_CU(cuDriverGetVersion, &info.driver_version);
   return info;
 }
@@ -177,10 +176,15 @@ void Driver::encode_tensor_map(void* map, const TensorMapBox& box) {
     box_dims[i] = box.box[i];
   }
   for (int i = 0; i < 3; ++i) strides[i] = box.stride_bytes[i];
-  // 2-byte elements copied bit for bit (fp16 and bf16 alike); boxes past the tensor's end
-  // are zero-filled; the 128-byte swizzle is what the wgmma descriptors expect.
-  FLASHJIT_CU(cuTensorMapEncodeTiled, static_cast<CUtensorMap*>(map),
-              CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(box.base), dims, strides,
+  // Elements are copied bit for bit (fp16 and bf16 alike as UINT16); boxes past the tensor's
+  // end are zero-filled; the 128-byte swizzle is what the wgmma descriptors expect.
+  const CUtensorMapDataType element = [&] {
+    switch (box.element) {
+      case gen::TmaDataType::Uint16: return CU_TENSOR_MAP_DATA_TYPE_UINT16;
+    }
+    throw Error(ErrorKind::Usage, "a TMA element type the driver wrapper does not map");
+  }();
+  FLASHJIT_CU(cuTensorMapEncodeTiled, static_cast<CUtensorMap*>(map), element, 4, const_cast<void*>(box.base), dims, strides,
               box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

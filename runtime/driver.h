@@ -9,15 +9,17 @@
 #include <string>
 
 #include "flashjit/flashjit.h"
+#include "generator/element_types.h"
 
 namespace flashjit::rt {
 
 using DevicePtr = uint64_t;  // CUdeviceptr
 using Stream = void*;        // CUstream; nullptr is the default stream
 
-// A 4-d tensor of 2-byte elements as TMA reads it: dims innermost first, the strides of
+// A 4-d tensor as TMA reads it: its element type, dims innermost first, the strides of
 // dims 1..3 in bytes (multiples of 16), and the box one copy moves.
 struct TensorMapBox {
+  gen::TmaDataType element = gen::TmaDataType::Uint16;
   const void* base = nullptr;
   uint64_t dims[4] = {};
   uint64_t stride_bytes[3] = {};

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "generator/element_types.h"
+
 namespace flashjit::rt {
 namespace {
 
@@ -73,13 +75,14 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
           fmt::format("the q, k, v and o pointers must be non-null (q={}, k={}, v={}, o={}) for "
                       "kernel {}",
                       args.q, args.k, args.v, static_cast<const void*>(args.o), spec.name));
-  // The kernel reads 16-bit elements and writes fp32 LSE: a pointer off that alignment is a
+  // The kernel reads whole elements and writes fp32 LSE: a pointer off that alignment is a
   // caller's mistake (an offset in bytes where elements were meant), not a slow path.
   const auto aligned = [](const void* p, uintptr_t bytes) {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;
   };
-  require(aligned(args.q, 2) && aligned(args.k, 2) && aligned(args.v, 2) && aligned(args.o, 2),
-          fmt::format("q, k, v and o must be 2-byte aligned (q={}, k={}, v={}, o={})", args.q,
+  const uintptr_t e = gen::element_type(spec.dtype).bytes;
+  require(aligned(args.q, e) && aligned(args.k, e) && aligned(args.v, e) && aligned(args.o, e),
+          fmt::format("q, k, v and o must be {}-byte aligned (q={}, k={}, v={}, o={})", e, args.q,
                       args.k, args.v, static_cast<const void*>(args.o)));
   require(aligned(args.lse, 4),
           fmt::format("lse={} must be 4-byte aligned (float)", static_cast<const void*>(args.lse)));

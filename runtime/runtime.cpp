@@ -1,46 +1,48 @@
-// flashjit::Runtime and the Kernel it hands out: plan -> compile (KernelCompiler) -> load ->
-// launch through the dlopen'ed driver. Tiles come from the spec, else from the tune DB entry
-// for this GPU, spec and shape bucket, else from the built-in heuristic.
+// flashjit::Runtime and the Kernel it hands out: an operation's plan (its launches) ->
+// compile (KernelCompiler) -> load -> launch through the dlopen'ed driver. Tiles come from
+// the spec, else from the runtime's TileSource (the tune DB by default), else from the
+// path's heuristic.
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include <fmt/format.h>
 
-#include "autotune/candidates.h"
-#include "autotune/tune_db.h"
 #include "autotune/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
+#include "runtime/call_traits.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
 #include "runtime/forward_params.h"
 #include "runtime/kernel_compiler.h"
+#include "runtime/operation.h"
 #include "runtime/tensor_maps.h"
 #include "runtime/tile_counters.h"
+#include "runtime/tune_db_tiles.h"
 
 namespace flashjit {
 namespace {
 
-// One loaded variant of a kernel: the plan for one global-memory alignment and one tiling.
+// One loaded kernel: the compiled plan of one launch, its module and function.
 struct LoadedVariant {
   std::shared_ptr<const rt::CompiledKernel> compiled;
   void* module = nullptr;    // CUmodule
   void* function = nullptr;  // CUfunction
 };
 
-// (alignment in bytes, block_m, block_n, warps, stages, varlen, TMA can load Q/K/V)
-using VariantKey = std::tuple<int, int, int, int, int, bool, bool>;
+// What an operation's plan depends on: the operation, the call's traits and the tiles.
+using OperationKey = std::tuple<gen::Operation, gen::CallTraits, int, int, int, int>;
 
 class JitKernel final : public Kernel {
  public:
-  JitKernel(Spec spec, std::string target, tune::GpuIdentity gpu, int sm_count,
+  JitKernel(Spec spec, std::string target, DeviceInfo device,
+            std::shared_ptr<const TileSource> tile_source,
             std::shared_ptr<rt::KernelCompiler> compiler)
       : spec_(std::move(spec)),
         target_(std::move(target)),
-        gpu_(std::move(gpu)),
-        sm_count_(sm_count),
-        spec_hash_(tune::spec_hash(spec_)),
+        device_(std::move(device)),
+        tile_source_(std::move(tile_source)),
         compiler_(std::move(compiler)) {}
 
   ~JitKernel() override {
@@ -55,22 +57,20 @@ class JitKernel final : public Kernel {
 
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
-    const LoadedVariant& variant = variant_for(gen::forward_alignment(args), tiles_for(args),
-                                               args.cu_seqlens_q != nullptr, rt::tma_loadable(args));
-    const gen::Plan& plan = variant.compiled->plan;
-    FwdParams params = rt::make_fwd_params(plan, args);
-    const gen::LaunchGeometry geometry = gen::launch_geometry(plan, args, sm_count_);
-    // The sm80 kernel takes one FwdParams by value; the sm90 kernel also its tensor maps,
-    // and its persistent grid draws tiles from this stream's counter.
-    rt::ForwardTensorMaps maps;
-    if (plan.path == gen::KernelPath::Sm90) {
-      maps = rt::make_tensor_maps(plan, args);
-      std::lock_guard<std::mutex> lock(mutex_);
-      params.tile_counter = tile_counters_.for_stream(stream);
-    }
-    void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
-    rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
-                             geometry.block_x, geometry.shared_bytes, stream, kernel_params);
+    const rt::OperationPlan& op =
+        operation_for(gen::Operation::Forward, rt::forward_call_traits(spec_, args), tiles_for(args));
+    for (const gen::Plan& plan : op.launches) launch_forward_path(plan, args, stream);
+  }
+
+  void backward(const BackwardArgs& args, void*) override {
+    rt::check_forward_args(spec_, args.forward);
+    operation_for(gen::Operation::Backward, rt::forward_call_traits(spec_, args.forward),
+                  spec_.tiles);
+  }
+
+  size_t backward_workspace_bytes(const BackwardArgs& args) const override {
+    return rt::plan_backward(spec_, target_, rt::forward_call_traits(spec_, args.forward))
+        .workspace_bytes();
   }
 
   const Spec& spec() const override { return spec_; }
@@ -83,10 +83,26 @@ class JitKernel final : public Kernel {
   }
 
  private:
+  // One launch of a forward path: its parameters, and for a persistent path this stream's
+  // tile counter, for a TMA path the tensor maps of Q, K and V.
+  void launch_forward_path(const gen::Plan& plan, const ForwardArgs& args, void* stream) {
+    const LoadedVariant& variant = loaded(plan);
+    FwdParams params = rt::make_fwd_params(plan, args);
+    const rt::LaunchGeometry geometry = rt::launch_geometry(plan, args, device_.sm_count);
+    rt::ForwardTensorMaps maps;
+    if (plan.path->tma_loads) maps = rt::make_tensor_maps(plan, args);
+    if (plan.path->persistent_grid) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      params.tile_counter = tile_counters_.for_stream(stream);
+    }
+    void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
+    rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
+                             geometry.block_x, geometry.shared_bytes, stream, kernel_params);
+  }
+
   // The tiles for this call's shape bucket, decided once per bucket: the spec's own tiles,
-  // else the tune DB's entry for this GPU, spec and bucket, else the heuristic. A DB that
-  // cannot be read or holds tiles that cannot run here is never an error for the caller:
-  // the heuristic serves and FLASHJIT_VERBOSE says why.
+  // else the tile source's, else the heuristic. A source's tiles that cannot run here are
+  // never an error for the caller: the heuristic serves and FLASHJIT_VERBOSE says why.
   Tiles tiles_for(const ForwardArgs& args) {
     if (!spec_.tiles.is_auto()) return spec_.tiles;
     const tune::ShapeBucket bucket =
@@ -95,41 +111,44 @@ class JitKernel final : public Kernel {
     if (auto found = tiles_by_bucket_.find(bucket); found != tiles_by_bucket_.end())
       return found->second;
     Tiles chosen = gen::default_tiles(spec_, target_);
-    bool from_db = false;
     std::string why;
-    try {
-      const tune::Lookup found =
-          tune::TuneDb(tune::default_db_path()).lookup(gpu_, spec_hash_, bucket);
-      why = found.note;
-      if (found.entry && found.entry->target != target_) {
-        why += fmt::format("; tuned for {}, not {}: ignored", found.entry->target, target_);
-      } else if (found.entry) {
-        const std::string problem = gen::tiles_problem(spec_, target_, found.entry->tiles);
-        from_db = problem.empty();
-        if (from_db)
-          chosen = found.entry->tiles;
-        else
-          why += fmt::format("; they cannot run here ({}): ignored", problem);
-      }
-    } catch (const Error& error) {
-      why = fmt::format("tune DB unusable: {}", error.what());
+    const TileSource::Query query{spec_, target_, device_, args.batch, args.heads_q,
+                                  args.seqlen_q, args.seqlen_k};
+    const std::optional<Tiles> found = tile_source_->tiles(query, why);
+    bool from_source = false;
+    if (found) {
+      const std::string problem = gen::tiles_problem(spec_, target_, *found);
+      from_source = problem.empty();
+      if (from_source)
+        chosen = *found;
+      else
+        why += fmt::format("; they cannot run here ({}): ignored", problem);
     }
     rt::verbose("{} [{}]: {} tiles {} ({})", spec_.name, tune::describe(bucket),
-                from_db ? "tuned" : "heuristic", tune::tiles_label(chosen), why);
+                from_source ? "tuned" : "heuristic", gen::tiles_label(chosen), why);
     tiles_by_bucket_.emplace(bucket, chosen);
     return chosen;
   }
 
-  // The first call for an (alignment, tiles) pair compiles and loads while holding the lock:
-  // other threads launching this kernel need that same variant and would only wait anyway.
-  const LoadedVariant& variant_for(int align_bytes, const Tiles& tiles, bool varlen, bool tma) {
+  // The plan of an operation for a call's traits and tiles, made once.
+  const rt::OperationPlan& operation_for(gen::Operation operation, const gen::CallTraits& call,
+                                         const Tiles& tiles) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const VariantKey key{align_bytes, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages,
-                         varlen, tma};
-    if (auto found = variants_.find(key); found != variants_.end()) return found->second;
+    const OperationKey key{operation, call, tiles.block_m, tiles.block_n, tiles.warps,
+                           tiles.stages};
+    if (auto found = operations_.find(key); found != operations_.end()) return found->second;
+    rt::OperationPlan op = operation == gen::Operation::Forward
+                               ? rt::plan_forward(spec_, target_, call, &tiles)
+                               : rt::plan_backward(spec_, target_, call);
+    return operations_.emplace(key, std::move(op)).first->second;
+  }
 
-    gen::Plan plan = gen::make_plan(spec_, target_, align_bytes, &tiles, tma);
-    if (varlen) plan = gen::varlen_variant(std::move(plan));
+  // The first launch of a plan compiles and loads it while holding the lock: other threads
+  // launching this kernel need that same variant and would only wait anyway.
+  const LoadedVariant& loaded(const gen::Plan& plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto found = variants_.find(plan.kernel_name); found != variants_.end())
+      return found->second;
     LoadedVariant variant;
     variant.compiled = compiler_->compile(plan);
     rt::dump_if_requested(*variant.compiled);
@@ -141,26 +160,26 @@ class JitKernel final : public Kernel {
       if (plan.shared_bytes > 48 * 1024) {
         driver.set_max_dynamic_shared(variant.function, plan.shared_bytes);
       }
-      if (plan.path == gen::KernelPath::Sm90) tile_counters_.reserve();
+      if (plan.path->persistent_grid) tile_counters_.reserve();
     } catch (...) {
       driver.unload_module(variant.module);
       throw;
     }
-    rt::verbose("{}: loaded variant for {}-byte aligned tensors on {}", plan.kernel_name,
-                align_bytes, target_);
-    return variants_.emplace(key, std::move(variant)).first->second;
+    rt::verbose("{}: loaded for {}-byte aligned tensors on {}", plan.kernel_name,
+                plan.call.align_bytes, target_);
+    return variants_.emplace(plan.kernel_name, std::move(variant)).first->second;
   }
 
   const Spec spec_;
   const std::string target_;
-  const tune::GpuIdentity gpu_;
-  const int sm_count_;
-  const std::string spec_hash_;
+  const DeviceInfo device_;
+  const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  // Guards variants_, tiles_by_bucket_ and tile_counters_: forward() may run on several
-  // threads.
+  // Guards operations_, variants_, tiles_by_bucket_ and tile_counters_: forward() may run
+  // on several threads.
   mutable std::mutex mutex_;
-  std::map<VariantKey, LoadedVariant> variants_;
+  std::map<OperationKey, rt::OperationPlan> operations_;
+  std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
   rt::TileCounters tile_counters_;
 };
@@ -172,6 +191,12 @@ struct Runtime::Impl {
   // Shared with the kernels handed out, which may outlive the Runtime.
   std::shared_ptr<rt::KernelCompiler> compiler =
       std::make_shared<rt::KernelCompiler>(rt::DiskCache::from_env());
+
+  std::shared_ptr<const TileSource> tile_source() const {
+    if (options.tile_source) return options.tile_source;
+    static const auto tune_db = std::make_shared<const rt::TuneDbTiles>();
+    return tune_db;
+  }
 
   // The driver serves device 0 only (its primary context); say so rather than use another.
   void require_supported_device() const {
@@ -208,13 +233,12 @@ std::shared_ptr<Kernel> Runtime::kernel(const Spec& spec) {
   const DeviceInfo info = device();
   const std::string target = gen::target_for_device(info.cc_major, info.cc_minor);
   rt::verbose("kernel {} for {} ({}): compiled on first use", spec.name, info.name, target);
-  return std::make_shared<JitKernel>(spec, target, tune::gpu_identity(info), info.sm_count,
-                                     impl_->compiler);
+  return std::make_shared<JitKernel>(spec, target, info, impl_->tile_source(), impl_->compiler);
 }
 
 CompileReport Runtime::compile(const Spec& spec, const std::string& target) {
   spec.validate();
-  const gen::Plan plan = gen::make_plan(spec, target, 16);
+  const gen::Plan plan = gen::make_plan(spec, target);
   bool memory_hit = false;
   const auto compiled = impl_->compiler->compile(plan, &memory_hit);
   rt::dump_if_requested(*compiled);

@@ -26,10 +26,10 @@
 #include "autotune/tune_key.h"
 #include "generator/plan.h"
 #include "runtime/bundle.h"
+#include "runtime/call_traits.h"
 #include "runtime/disk_cache.h"
 #include "runtime/kernel_compiler.h"
 #include "runtime/nvrtc_compiler.h"
-#include "runtime/tensor_maps.h"
 #include "tools/command.h"
 
 namespace flashjit::cli {
@@ -73,7 +73,7 @@ std::vector<std::string> parse_targets(const std::string& text) {
 
 // Alignment of densely packed tensors of this spec (row starts step by the head dims).
 int natural_alignment(const Spec& spec) {
-  return gen::forward_alignment(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2));
+  return rt::forward_alignment(spec, ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2));
 }
 
 // Whether to build the `align`-byte variant for tensors TMA can load, those it cannot, or
@@ -81,7 +81,7 @@ int natural_alignment(const Spec& spec) {
 // densely packed tensors need, `all` and lists build both.
 std::set<bool> tma_variants_for(const Spec& spec, const std::string& option, int align) {
   if (align == 16) return {true};
-  if (option == "natural") return {rt::tma_loadable(ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2))};
+  if (option == "natural") return {rt::tma_loadable(spec, ForwardArgs::contiguous(spec, 2, 2, 2, 2, 2))};
   return {true, false};
 }
 
@@ -129,7 +129,8 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
       for (const std::optional<Tiles>& tiles : tilings_for(spec, target, tuned)) {
         for (int align : alignments_for(spec, options.align)) {
           for (bool tma : tma_variants_for(spec, options.align, align)) {
-            gen::Plan plan = gen::make_plan(spec, target, align, tiles ? &*tiles : nullptr, tma);
+            gen::Plan plan = gen::make_plan(spec, target, {.align_bytes = align, .tma_loadable = tma},
+                                            tiles ? &*tiles : nullptr);
             if (names.insert(plan.target + "/" + plan.kernel_name).second) {
               jobs.push_back({file, std::move(plan)});
             }
@@ -147,7 +148,7 @@ rt::BundleKernel bundle_kernel(const rt::CompiledKernel& compiled) {
   k.spec_name = plan.spec.name;
   k.spec_yaml = plan.spec.to_yaml();
   k.target = plan.target;
-  k.align_bytes = plan.align_bytes;
+  k.align_bytes = plan.call.align_bytes;
   k.tiles = plan.tiles;
   k.kernel_name = plan.kernel_name;
   k.source_sha256 = rt::sha256_hex(compiled.source);

@@ -179,6 +179,22 @@ struct BlockLayout {
 BlockLayout block_layout_from_dense(const std::vector<uint8_t>& visible, int batch, int heads,
                                     int q_blocks, int k_blocks);
 
+// The backward pass's arguments (issue 15 builds its kernels): the forward's inputs, output
+// and LSE as the forward had them, the output's gradient dO (O's layout) in, and dQ, dK, dV
+// out in Q's, K's and V's layouts (dK/dV summed over the query heads of a GQA group).
+struct BackwardArgs {
+  ForwardArgs forward;  // q, k, v, o and lse (required), shape, strides, masks, varlen
+  const void* d_o = nullptr;
+  void* d_q = nullptr;
+  void* d_k = nullptr;
+  void* d_v = nullptr;
+  TensorStrides d_o_stride, d_q_stride, d_k_stride, d_v_stride;
+  // Scratch the launches share (Kernel::backward_workspace_bytes); null: the runtime
+  // allocates it.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
 // What the compiler made of one kernel (from the ptxas report and the cache).
 struct CompileReport {
   std::string kernel_name;
@@ -199,7 +215,6 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   int driver_version = 0;
-  int max_shared_per_block = 0;
 };
 
 class Kernel {
@@ -210,13 +225,37 @@ class Kernel {
   // kernel draws tiles from a counter of the stream: a captured launch keeps the counter of
   // the stream it was captured on (README, "forward may be called from several threads").
   virtual void forward(const ForwardArgs& args, void* stream = nullptr) = 0;
+  // The gradients of the forward (BackwardArgs). Throws Error(Usage) naming what is missing
+  // while no kernel path serves the backward for this spec and GPU.
+  virtual void backward(const BackwardArgs& args, void* stream = nullptr) = 0;
+  // Bytes of workspace a backward call with these arguments needs.
+  virtual size_t backward_workspace_bytes(const BackwardArgs& args) const = 0;
   virtual const Spec& spec() const = 0;
   // Reports of every variant compiled so far (one per alignment/tile variant used).
   virtual std::vector<CompileReport> reports() const = 0;
 };
 
+// Where a kernel's tiles come from when its spec leaves them auto (`tiles: auto`). The
+// default reads the tune DB (FLASHJIT_TUNE_DB, else <cache dir>/tune.json) that `flashjit
+// tune` writes; an application can give its own. A source is asked once per kernel and
+// shape bucket (seqlens and batch * heads rounded up to powers of two), from any thread.
+class TileSource {
+ public:
+  struct Query {
+    const Spec& spec;
+    const std::string& target;  // "sm_90a"
+    const DeviceInfo& device;
+    int batch, heads_q, seqlen_q, seqlen_k;  // the call that asks
+  };
+  virtual ~TileSource() = default;
+  // The tiles to use, or nullopt for the built-in heuristic; `why` gets one line for
+  // FLASHJIT_VERBOSE. Tiles that cannot run the kernel are ignored (and said so).
+  virtual std::optional<Tiles> tiles(const Query& query, std::string& why) const = 0;
+};
+
 struct RuntimeOptions {
   int device = 0;
+  std::shared_ptr<const TileSource> tile_source;  // null: the tune DB
   // Serve kernels from registered bundles only: a kernel (or alignment variant) missing from
   // them is an Error(Compile) naming what the bundles hold, never a disk-cache or NVRTC compile.
   bool require_prebuilt = false;

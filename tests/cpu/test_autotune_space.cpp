@@ -5,7 +5,8 @@
 
 #include "autotune/candidates.h"
 #include "generator/plan.h"
-#include "generator/tile_heuristic.h"
+#include "generator/fwd_sm80_path.h"
+#include "generator/fwd_sm90_path.h"
 
 namespace flashjit::tune {
 namespace {
@@ -50,8 +51,8 @@ TEST_CASE("autotune: every candidate satisfies the sm80 tile rules, shared memor
       const CandidateSpace space = candidate_space(s, target);
       for (const Tiles& t : space.candidates) {
         CAPTURE(tiles_label(t));
-        CHECK(gen::sm80_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, target) == "");
-        CHECK(accumulator_registers(dims.dv_slice, t) <= kMaxAccumulatorRegisters);
+        CHECK(gen::sm80_tiles_problem(dims, t, target) == "");
+        CHECK(gen::sm80_accumulator_registers(dims.dv_slice, t) <= gen::kSm80MaxAccumulatorRegisters);
       }
       for (const PrunedTiles& p : space.pruned) CHECK_FALSE(p.reason.empty());
       // Modest: tuning one spec over three buckets must fit in a minute.
@@ -87,7 +88,7 @@ TEST_CASE("autotune: shared memory prunes deep pipelines of wide tiles, more on 
 
 TEST_CASE("autotune: the register estimate prunes what must spill") {
   // d 256, block_m 128 over 4 warps: two row groups, each with 128 O + 32 S floats a thread.
-  CHECK(accumulator_registers(256, Tiles{128, 64, 4, 2}) == 2 * (128 + 32));
+  CHECK(gen::sm80_accumulator_registers(256, Tiles{128, 64, 4, 2}) == 2 * (128 + 32));
   const CandidateSpace space = candidate_space(spec_of(256, 256), "sm_90a");
   CHECK_FALSE(contains(space.candidates, Tiles{128, 64, 4, 2}));
   const auto pruned = std::find_if(space.pruned.begin(), space.pruned.end(), [](const PrunedTiles& p) {
@@ -117,7 +118,7 @@ TEST_CASE("autotune: the warp-specialised kernel tunes its key block and ring de
       CAPTURE(tiles_label(t));
       CHECK(t.block_m == gen::kSm90BlockM);
       CHECK(t.warps == gen::kSm90Warps);
-      CHECK(gen::sm90_tiles_problem(dims.d_qk_pad, dims.dv_slice, t, "sm_90a") == "");
+      CHECK(gen::sm90_tiles_problem(dims, t, "sm_90a") == "");
     }
   }
   const CandidateSpace d128 = candidate_space(ws_spec_of(128, 128), "sm_90a");

@@ -41,7 +41,7 @@ BundleKernel fake_kernel(const flashjit::gen::Plan& plan) {
   k.spec_name = plan.spec.name;
   k.spec_yaml = plan.spec.to_yaml();
   k.target = plan.target;
-  k.align_bytes = plan.align_bytes;
+  k.align_bytes = plan.call.align_bytes;
   k.tiles = plan.tiles;
   k.kernel_name = plan.kernel_name;
   k.source_sha256 = sha256_hex(flashjit::gen::emit_source(plan));
@@ -85,9 +85,9 @@ int run_cli(const std::string& env, const std::string& args, std::string& out) {
 }  // namespace
 
 TEST_CASE("bundle: write then read gives back every field and the cubin bytes") {
-  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", 8);
+  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   Bundle bundle = one_kernel_bundle(plan);
-  bundle.kernels.push_back(fake_kernel(flashjit::gen::make_plan(hd100(), "sm_80", 16)));
+  bundle.kernels.push_back(fake_kernel(flashjit::gen::make_plan(hd100(), "sm_80")));
   const Bundle back = read_bundle(write_bundle(bundle), "round-trip");
   CHECK(back.generator_version == flashjit::version());
   CHECK(back.nvrtc_version == "13.0");
@@ -109,7 +109,7 @@ TEST_CASE("bundle: write then read gives back every field and the cubin bytes") 
 }
 
 TEST_CASE("bundle: the manifest names spec, target, tiles, alignment and versions, not cubins") {
-  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", 8);
+  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   const nlohmann::json manifest = bundle_manifest(one_kernel_bundle(plan));
   CHECK(manifest["format_version"] == kBundleFormatVersion);
   CHECK(manifest["generator_version"] == flashjit::version());
@@ -126,7 +126,7 @@ TEST_CASE("bundle: the manifest names spec, target, tiles, alignment and version
 
 TEST_CASE("bundle: a corrupt, truncated or foreign file is refused with Error(Io)") {
   const std::string bytes =
-      write_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80", 16)));
+      write_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80")));
   std::string flipped = bytes;
   flipped[flipped.size() / 2] ^= 0x40;
   CHECK(message_of([&] { read_bundle(flipped, "flipped.fjb"); }, ErrorKind::Io)
@@ -140,7 +140,7 @@ TEST_CASE("bundle: a corrupt, truncated or foreign file is refused with Error(Io
 
 TEST_CASE("bundle: another format version is refused, naming both versions") {
   const std::string bytes =
-      write_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80", 16)));
+      write_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80")));
   const size_t header = 8 + 64;
   nlohmann::json body = nlohmann::json::from_cbor(bytes.substr(header));
   body["format_version"] = kBundleFormatVersion + 1;
@@ -154,7 +154,7 @@ TEST_CASE("bundle: another format version is refused, naming both versions") {
 }
 
 TEST_CASE("bundle registry: another generator version is refused, and a later miss says so") {
-  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", 8);
+  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   Bundle old = one_kernel_bundle(plan);
   old.generator_version = "0.0.1-old";
   BundleRegistry registry;
@@ -170,7 +170,7 @@ TEST_CASE("bundle registry: another generator version is refused, and a later mi
 
 TEST_CASE("bundle registry: matches target, kernel and source; names arch, source and variant "
           "mismatches") {
-  const auto plan = flashjit::gen::make_plan(hd100(), "sm_80", 8);
+  const auto plan = flashjit::gen::make_plan(hd100(), "sm_80", {.align_bytes = 8});
   BundleRegistry registry;
   registry.add(write_bundle(one_kernel_bundle(plan)), "app.fjb");
   const std::string sha = fake_kernel(plan).source_sha256;
@@ -189,7 +189,7 @@ TEST_CASE("bundle registry: matches target, kernel and source; names arch, sourc
   CHECK(other_source.kernel == nullptr);
   CHECK(other_source.why_not.find("built from another source") != std::string::npos);
 
-  const auto a4 = flashjit::gen::make_plan(hd100(), "sm_80", 4);
+  const auto a4 = flashjit::gen::make_plan(hd100(), "sm_80", {.align_bytes = 4});
   const auto other_variant = registry.find("sm_80", a4.kernel_name, "hd100", sha);
   CHECK(other_variant.kernel == nullptr);
   CHECK(other_variant.why_not.find("holds spec hd100 on sm_80 only as") != std::string::npos);
@@ -199,7 +199,7 @@ TEST_CASE("bundle registry: matches target, kernel and source; names arch, sourc
 TEST_CASE("kernel compiler: a bundled kernel is served without NVRTC or the disk cache; "
           "require_prebuilt refuses the rest") {
   TempDir cache;
-  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", 8);
+  const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   BundleRegistry registry;
   registry.add(write_bundle(one_kernel_bundle(plan)), "app.fjb");
   KernelCompiler compiler(DiskCache(cache.str(), true), registry);
@@ -213,7 +213,7 @@ TEST_CASE("kernel compiler: a bundled kernel is served without NVRTC or the disk
   CHECK(kernel->report.cache_hit);
   CHECK(DiskCache(cache.str(), true).stats().entries == 0);  // nothing written to the cache
 
-  const auto a2 = flashjit::gen::make_plan(hd100(), "sm_90a", 2);
+  const auto a2 = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 2});
   const std::string message = message_of([&] { compiler.compile(a2); }, ErrorKind::Compile);
   CHECK(message.find("require_prebuilt forbids compiling it") != std::string::npos);
   CHECK(message.find(a2.kernel_name) != std::string::npos);
@@ -236,7 +236,7 @@ TEST_CASE("flashjit build: a bundle with the 16-byte and natural variants, its m
   for (const BundleKernel& k : bundle.kernels) {
     CHECK(k.target == "sm_80");
     CHECK(k.cubin.substr(0, 4) == "\x7f" "ELF");
-    const auto plan = flashjit::gen::make_plan(hd100(), "sm_80", k.align_bytes);
+    const auto plan = flashjit::gen::make_plan(hd100(), "sm_80", {.align_bytes = k.align_bytes});
     CHECK(k.kernel_name == plan.kernel_name);
     CHECK(k.source_sha256 == sha256_hex(flashjit::gen::emit_source(plan)));
   }

@@ -17,7 +17,8 @@
 #include "flashjit/flashjit.h"
 #include "generator/emit.h"
 #include "generator/plan.h"
-#include "generator/tile_heuristic.h"
+#include "generator/fwd_sm80_path.h"
+#include "generator/fwd_sm90_path.h"
 #include "runtime/disk_cache.h"
 #include "runtime/forward_params.h"
 #include "runtime/kernel_compiler.h"
@@ -87,7 +88,7 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
           const gen::Plan plan = gen::make_plan(spec, target);
           CHECK(plan.tiles == t);
           // The sm90 kernel's warps are its three warp groups; the sm80 kernel's own rows.
-          if (plan.path == gen::KernelPath::Sm80) CHECK(t.block_m % (16 * t.warps) == 0);
+          if (plan.path->id == gen::KernelPath::FwdSm80) CHECK(t.block_m % (16 * t.warps) == 0);
         }
   // Tiles already inside the blocks stay as they are: a masked kernel's are the causal
   // kernel's (the unmasked one's key block is wider at d64).
@@ -102,14 +103,14 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
         Tiles{128, 64, 4, 3});
   // Tuned tiles that straddle mask blocks are refused by the plan, naming the rule.
   const Tiles straddling{128, 64, 4, 2};
-  CHECK(error_of([&] { gen::make_plan(sparse_spec(64, 64), "sm_80", 16, &straddling); },
+  CHECK(error_of([&] { gen::make_plan(sparse_spec(64, 64), "sm_80", {}, &straddling); },
                  ErrorKind::Usage)
             .find("block_m 128 does not divide the mask's block_q 64") != std::string::npos);
   CHECK(gen::mask_tiles_problem(sparse_spec(128, 96), Tiles{128, 64, 4, 2}) ==
         "block_n 64 does not divide the mask's block_k 96");
   // The same rule for the sm90 kernel's tiles, given or tuned.
   const Tiles ws_straddling{128, 64, 12, 2};
-  CHECK(error_of([&] { gen::make_plan(sparse_spec(128, 96), "sm_90a", 16, &ws_straddling); },
+  CHECK(error_of([&] { gen::make_plan(sparse_spec(128, 96), "sm_90a", {}, &ws_straddling); },
                  ErrorKind::Usage)
             .find("with the sm90 kernel on sm_90a: block_n 64 does not divide the mask's "
                   "block_k 96") != std::string::npos);
@@ -120,7 +121,7 @@ TEST_CASE("tiles: the heuristic fits its tiles into mask blocks; given ones must
 
 TEST_CASE("plan: the sm90 kernel serves block masks whose query blocks hold whole CTAs") {
   using gen::KernelPath;
-  const auto path = [](const Spec& spec) { return gen::make_plan(spec, "sm_90a").path; };
+  const auto path = [](const Spec& spec) { return gen::make_plan(spec, "sm_90a").path->id; };
   const auto pattern = [](int block, const std::string& rest) {
     return spec_from("head_dim: 96\nmask: {pattern: {block: " + std::to_string(block) + ", " +
                      rest + "}}\n");
@@ -130,33 +131,33 @@ TEST_CASE("plan: the sm90 kernel serves block masks whose query blocks hold whol
   for (const auto& [block_q, block_k] : fitting) {
     CAPTURE(block_q);
     CAPTURE(block_k);
-    CHECK(path(sparse_spec(block_q, block_k)) == KernelPath::Sm90);
+    CHECK(path(sparse_spec(block_q, block_k)) == KernelPath::FwdSm90);
   }
-  CHECK(path(pattern(128, "kind: local, blocks: 2")) == KernelPath::Sm90);
-  CHECK(path(pattern(256, "kind: strided, stride: 3")) == KernelPath::Sm90);
+  CHECK(path(pattern(128, "kind: local, blocks: 2")) == KernelPath::FwdSm90);
+  CHECK(path(pattern(256, "kind: strided, stride: 3")) == KernelPath::FwdSm90);
   CHECK(path(pattern(128, "kind: global_local, global_blocks: 1, window_blocks: 1")) ==
-        KernelPath::Sm90);
+        KernelPath::FwdSm90);
   // Query blocks that a 128-row CTA would straddle: the sm80 kernel, with tiles that fit.
   for (const Spec& spec :
        {sparse_spec(64, 128), sparse_spec(192, 64), pattern(64, "kind: local, blocks: 1")}) {
     const gen::Plan plan = gen::make_plan(spec, "sm_90a");
-    CHECK(plan.path == KernelPath::Sm80);
+    CHECK(plan.path->id == KernelPath::FwdSm80);
     CHECK(gen::mask_tiles_problem(spec, plan.tiles) == "");
   }
-  CHECK(gen::make_plan(sparse_spec(128, 128), "sm_80").path == KernelPath::Sm80);
+  CHECK(gen::make_plan(sparse_spec(128, 128), "sm_80").path->id == KernelPath::FwdSm80);
   // Calls TMA cannot load (varlen ones whose row counts are not given among them) fall back
   // to the sm80 kernel, its tiles fitted to the mask; varlen calls it can load keep the sm90
   // kernel.
   const Spec sparse = sparse_spec(256, 48);
   for (const gen::Plan& plan :
-       {gen::make_plan(sparse, "sm_90a", 8, nullptr, false),
-        gen::varlen_variant(gen::make_plan(sparse, "sm_90a", 16, nullptr, false))}) {
-    CHECK(plan.path == KernelPath::Sm80);
+       {gen::make_plan(sparse, "sm_90a", {.align_bytes = 8, .tma_loadable = false}),
+        gen::make_plan(sparse, "sm_90a", {.tma_loadable = false, .varlen = true})}) {
+    CHECK(plan.path->id == KernelPath::FwdSm80);
     CHECK(gen::mask_tiles_problem(sparse, plan.tiles) == "");
   }
-  const gen::Plan varlen = gen::varlen_variant(gen::make_plan(sparse, "sm_90a"));
-  CHECK(varlen.path == KernelPath::Sm90);
-  CHECK(varlen.varlen);
+  const gen::Plan varlen = gen::make_plan(sparse, "sm_90a", {.varlen = true});
+  CHECK(varlen.path->id == KernelPath::FwdSm90);
+  CHECK(varlen.call.varlen);
 }
 
 TEST_CASE("tiles: the sm90 heuristic picks a block_n that divides the mask's key block") {
@@ -166,9 +167,9 @@ TEST_CASE("tiles: the sm90 heuristic picks a block_n that divides the mask's key
       CAPTURE(block_k);
       const Spec spec = sparse_spec(128, block_k, d);
       const gen::Plan plan = gen::make_plan(spec, "sm_90a");
-      REQUIRE(plan.path == gen::KernelPath::Sm90);
+      REQUIRE(plan.path->id == gen::KernelPath::FwdSm90);
       CHECK(block_k % plan.tiles.block_n == 0);
-      CHECK(gen::sm90_tiles_problem(plan.d_qk_pad, plan.dv_slice, plan.tiles, "sm_90a") == "");
+      CHECK(gen::sm90_tiles_problem(gen::padded_dims(spec), plan.tiles, "sm_90a") == "");
       // The causal kernel's choice whenever it divides block_k.
       const Tiles dense = gen::sm90_default_tiles(
           spec_from("head_dim: " + std::to_string(d) + "\ncausal: true\n"), "sm_90a");
@@ -197,7 +198,7 @@ TEST_CASE("plan and emit: kernel names and constants of block masks and varlen")
         "fa_fwd_qk64_v64_bf16_full_bsparse128x128_ws_n128s3_a16_sm90a");
   const gen::Plan sparse = gen::make_plan(sparse_spec(128, 128), "sm_80");
   CHECK(sparse.kernel_name == "fa_fwd_qk64_v64_bf16_full_bsparse128x128_m128n64w4s3_a16_sm80");
-  CHECK_FALSE(sparse.varlen);
+  CHECK_FALSE(sparse.call.varlen);
   const std::string src = gen::emit_source(sparse);
   CHECK(src.find("static constexpr bool kBlockSparse = true;") != std::string::npos);
   CHECK(src.find("static constexpr fj::Pattern kPattern = fj::Pattern::kNone;") !=
@@ -205,8 +206,8 @@ TEST_CASE("plan and emit: kernel names and constants of block masks and varlen")
   CHECK(src.find("static constexpr int kMaskBlockQ = 128;") != std::string::npos);
   CHECK(src.find("static constexpr bool kVarlen = false;") != std::string::npos);
 
-  const gen::Plan varlen = gen::varlen_variant(sparse);
-  CHECK(varlen.varlen);
+  const gen::Plan varlen = gen::make_plan(sparse.spec, "sm_80", {.varlen = true});
+  CHECK(varlen.call.varlen);
   CHECK(varlen.kernel_name == sparse.kernel_name + "_varlen");
   CHECK(gen::emit_source(varlen).find("static constexpr bool kVarlen = true;") !=
         std::string::npos);
@@ -526,7 +527,7 @@ TEST_CASE("compile: the varlen variant of every masked config builds with no spi
     for (const char* target : {"sm_80", "sm_90a"}) {
       CAPTURE(spec.name);
       CAPTURE(target);
-      const gen::Plan plan = gen::varlen_variant(gen::make_plan(spec, target));
+      const gen::Plan plan = gen::make_plan(spec, target, {.varlen = true});
       const auto compiled = compiler.compile(plan);
       CHECK(compiled->report.kernel_name == plan.kernel_name);
       CHECK(compiled->report.spill_store_bytes == 0);
@@ -556,7 +557,7 @@ TEST_CASE("compile: the sm90 kernel's block masks build with no spills") {
   for (const char* yaml : specs) {
     CAPTURE(yaml);
     const gen::Plan plan = gen::make_plan(spec_from(yaml), "sm_90a");
-    REQUIRE(plan.path == gen::KernelPath::Sm90);
+    REQUIRE(plan.path->id == gen::KernelPath::FwdSm90);
     const auto compiled = compiler.compile(plan);
     CHECK(compiled->report.spill_store_bytes == 0);
     CHECK(compiled->report.spill_load_bytes == 0);

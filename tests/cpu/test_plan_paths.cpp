@@ -5,9 +5,10 @@
 #include <string>
 
 #include "generator/plan.h"
-#include "generator/tile_heuristic.h"
+#include "generator/fwd_sm80_path.h"
+#include "generator/fwd_sm90_path.h"
 #include "generator/wgmma_emit.h"
-#include "runtime/tensor_maps.h"
+#include "runtime/call_traits.h"
 
 namespace flashjit::gen {
 namespace {
@@ -20,6 +21,9 @@ Spec spec_of(int dqk, int dv) {
   return s;
 }
 
+// Only the element type of a spec matters for alignment: every call here is bf16.
+const Spec kBf16 = spec_of(64, 64);
+
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -29,23 +33,23 @@ size_t count(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("plan: sm_90a with 16-byte aligned tensors runs the warp-specialised kernel") {
-  const Plan p = make_plan(spec_of(128, 128), "sm_90a", 16);
-  CHECK(p.path == KernelPath::Sm90);
+  const Plan p = make_plan(spec_of(128, 128), "sm_90a");
+  CHECK(p.path->id == KernelPath::FwdSm90);
   CHECK(p.tiles.block_m == kSm90BlockM);
   CHECK(p.tiles.warps == kSm90Warps);
   CHECK(p.threads == 384);
-  CHECK(p.shared_bytes == sm90_shared_bytes(128, 128, p.tiles));
+  CHECK(p.shared_bytes == sm90_shared_bytes(padded_dims(p.spec), p.tiles));
   CHECK(p.kernel_name == "fa_fwd_qk128_v128_bf16_full_ws_n128s3_a16_sm90a");
 }
 
 TEST_CASE("launch: the sm90 grid is persistent, at most one CTA a multiprocessor") {
   const Spec s = spec_of(320, 320);  // two V slices: tiles = query blocks x heads x batch x 2
-  const Plan sm90 = make_plan(s, "sm_90a", 16);
-  REQUIRE(sm90.path == KernelPath::Sm90);
+  const Plan sm90 = make_plan(s, "sm_90a");
+  REQUIRE(sm90.path->id == KernelPath::FwdSm90);
   REQUIRE(sm90.dv_splits == 2);
   ForwardArgs a = ForwardArgs::contiguous(s, /*batch=*/3, /*heads_q=*/4, /*heads_kv=*/2,
                                           /*seqlen_q=*/1000, /*seqlen_k=*/1000);
-  LaunchGeometry g = launch_geometry(sm90, a, 132);
+  rt::LaunchGeometry g = rt::launch_geometry(sm90, a, 132);
   // 8 query blocks x 4 heads x 3 batches x 2 slices = 192 tiles, more than 132 CTAs.
   CHECK(g.grid_x == 132);
   CHECK(g.grid_y == 1);
@@ -53,12 +57,12 @@ TEST_CASE("launch: the sm90 grid is persistent, at most one CTA a multiprocessor
   CHECK(g.block_x == 384);
   CHECK(g.shared_bytes == static_cast<unsigned>(sm90.shared_bytes));
   a.seqlen_q = 1;  // 1 x 4 x 3 x 2 = 24 tiles: one CTA each
-  CHECK(launch_geometry(sm90, a, 132).grid_x == 24);
+  CHECK(rt::launch_geometry(sm90, a, 132).grid_x == 24);
 
   // The sm80 kernel keeps a CTA a tile: x query blocks, y heads, z batch x V slices.
-  const Plan sm80 = make_plan(s, "sm_80", 16);
+  const Plan sm80 = make_plan(s, "sm_80");
   a.seqlen_q = 1000;
-  g = launch_geometry(sm80, a, 132);
+  g = rt::launch_geometry(sm80, a, 132);
   CHECK(g.grid_x == static_cast<unsigned>((1000 + sm80.tiles.block_m - 1) / sm80.tiles.block_m));
   CHECK(g.grid_y == 4);
   CHECK(g.grid_z == 3 * static_cast<unsigned>(sm80.dv_splits));
@@ -66,22 +70,22 @@ TEST_CASE("launch: the sm90 grid is persistent, at most one CTA a multiprocessor
 
 TEST_CASE("plan: the sm80 kernel serves other targets, tensors TMA cannot load, arch: sm80") {
   const Spec s = spec_of(128, 128);
-  CHECK(make_plan(s, "sm_80", 16).path == KernelPath::Sm80);
-  CHECK(make_plan(s, "sm_89", 16).path == KernelPath::Sm80);
+  CHECK(make_plan(s, "sm_80").path->id == KernelPath::FwdSm80);
+  CHECK(make_plan(s, "sm_89").path->id == KernelPath::FwdSm80);
   // A call TMA cannot load falls back, with the sm80 heuristic's tiles even when the spec
   // fixes (sm90) tiles.
   Spec fixed = s;
   fixed.tiles = Tiles{128, 176, 12, 2};
-  const Plan fallback = make_plan(fixed, "sm_90a", 8, nullptr, false);
-  CHECK(fallback.path == KernelPath::Sm80);
+  const Plan fallback = make_plan(fixed, "sm_90a", {.align_bytes = 8, .tma_loadable = false});
+  CHECK(fallback.path->id == KernelPath::FwdSm80);
   CHECK(fallback.tiles == sm80_default_tiles(s, "sm_90a"));
-  CHECK(make_plan(fixed, "sm_90a", 16).tiles == fixed.tiles);
+  CHECK(make_plan(fixed, "sm_90a").tiles == fixed.tiles);
   Spec off = s;
   off.warp_specialization = false;
-  CHECK(make_plan(off, "sm_90a", 16).path == KernelPath::Sm80);
+  CHECK(make_plan(off, "sm_90a").path->id == KernelPath::FwdSm80);
   Spec sm80 = s;
   sm80.arch = Arch::Sm80;
-  CHECK(make_plan(sm80, "sm_90a", 16).path == KernelPath::Sm80);
+  CHECK(make_plan(sm80, "sm_90a").path->id == KernelPath::FwdSm80);
 }
 
 TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are 16-byte") {
@@ -91,23 +95,23 @@ TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are
     a.o = reinterpret_cast<void*>(uintptr_t{1} << 21);
     return a;
   };
-  CHECK(rt::tma_loadable(args(128, 16)));
-  CHECK(rt::tma_loadable(args(72, 3)));     // 144-byte heads
-  CHECK_FALSE(rt::tma_loadable(args(100, 20)));  // 200-byte heads: the sm80 kernel
-  CHECK(rt::tma_loadable(args(104, 5)));    // 208-byte heads
+  CHECK(rt::tma_loadable(kBf16, args(128, 16)));
+  CHECK(rt::tma_loadable(kBf16, args(72, 3)));     // 144-byte heads
+  CHECK_FALSE(rt::tma_loadable(kBf16, args(100, 20)));  // 200-byte heads: the sm80 kernel
+  CHECK(rt::tma_loadable(kBf16, args(104, 5)));    // 208-byte heads
   ForwardArgs offset = args(128, 16);
   offset.k = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
-  CHECK_FALSE(rt::tma_loadable(offset));
-  CHECK(forward_alignment(offset) == 8);
+  CHECK_FALSE(rt::tma_loadable(kBf16, offset));
+  CHECK(rt::forward_alignment(kBf16, offset) == 8);
   // O is stored, not loaded: it bounds the call's alignment but not what TMA can load.
   ForwardArgs o_offset = args(128, 16);
   o_offset.o = reinterpret_cast<void*>((uintptr_t{1} << 21) + 2);
-  CHECK(forward_alignment(o_offset) == 2);
-  CHECK(qkv_alignment(o_offset) == 16);
-  CHECK(rt::tma_loadable(o_offset));
-  CHECK(forward_alignment(args(100, 20)) == 8);   // 200-byte head steps
-  CHECK(forward_alignment(args(100, 1)) == 8);    // 200-byte rows of one head
-  CHECK(forward_alignment(args(33, 1)) == 2);
+  CHECK(rt::forward_alignment(kBf16, o_offset) == 2);
+  CHECK(rt::qkv_alignment(kBf16, o_offset) == 16);
+  CHECK(rt::tma_loadable(kBf16, o_offset));
+  CHECK(rt::forward_alignment(kBf16, args(100, 20)) == 8);   // 200-byte head steps
+  CHECK(rt::forward_alignment(kBf16, args(100, 1)) == 8);    // 200-byte rows of one head
+  CHECK(rt::forward_alignment(kBf16, args(33, 1)) == 2);
 
   // Packed varlen tensors: their maps need the row counts, and an empty tensor has none.
   const void* base = reinterpret_cast<const void*>(uintptr_t{1} << 20);
@@ -115,12 +119,12 @@ TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are
   ForwardArgs packed = ForwardArgs::varlen(spec_of(128, 128), 4, 8, 2, 300, 257);
   packed.q = packed.k = packed.v = base;
   packed.cu_seqlens_q = packed.cu_seqlens_k = seqlens;
-  CHECK_FALSE(rt::tma_loadable(packed));  // total_q / total_k not given
+  CHECK_FALSE(rt::tma_loadable(kBf16, packed));  // total_q / total_k not given
   packed.total_q = 700;
   packed.total_k = 0;  // no keys at all
-  CHECK_FALSE(rt::tma_loadable(packed));
+  CHECK_FALSE(rt::tma_loadable(kBf16, packed));
   packed.total_k = 650;
-  CHECK(rt::tma_loadable(packed));
+  CHECK(rt::tma_loadable(kBf16, packed));
   CHECK(ForwardArgs::varlen(spec_of(128, 128), 4, 8, 2, 300, 257, 700, 650).total_k == 650);
 }
 
@@ -129,9 +133,9 @@ TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {
     for (int dv : {dqk, 64, 256}) {
       CAPTURE(dqk);
       CAPTURE(dv);
-      const Plan p = make_plan(spec_of(dqk, dv), "sm_90a", 16);
-      CHECK(p.path == KernelPath::Sm90);
-      CHECK(sm90_tiles_problem(p.d_qk_pad, p.dv_slice, p.tiles, "sm_90a") == "");
+      const Plan p = make_plan(spec_of(dqk, dv), "sm_90a");
+      CHECK(p.path->id == KernelPath::FwdSm90);
+      CHECK(sm90_tiles_problem(padded_dims(p.spec), p.tiles, "sm_90a") == "");
       CHECK(p.shared_bytes <= max_shared_bytes("sm_90a"));
     }
 }
@@ -139,24 +143,24 @@ TEST_CASE("plan: every head dim pair gets sm90 tiles that fit, up to 512") {
 TEST_CASE("plan: the sm90 heuristic widens the key block only for unmasked d <= 64") {
   // NOTES entry 10: n176 beats n128 by 6% on unmasked d64 at 16k tokens and loses 2-6% under
   // causal masking.
-  CHECK(make_plan(spec_of(64, 64), "sm_90a", 16).tiles == Tiles{128, 176, 12, 3});
-  CHECK(make_plan(spec_of(40, 40), "sm_90a", 16).tiles == Tiles{128, 176, 12, 3});
+  CHECK(make_plan(spec_of(64, 64), "sm_90a").tiles == Tiles{128, 176, 12, 3});
+  CHECK(make_plan(spec_of(40, 40), "sm_90a").tiles == Tiles{128, 176, 12, 3});
   Spec causal = spec_of(64, 64);
   causal.causal = true;
-  CHECK(make_plan(causal, "sm_90a", 16).tiles == Tiles{128, 128, 12, 3});
-  CHECK(make_plan(spec_of(128, 128), "sm_90a", 16).tiles == Tiles{128, 128, 12, 3});
+  CHECK(make_plan(causal, "sm_90a").tiles == Tiles{128, 128, 12, 3});
+  CHECK(make_plan(spec_of(128, 128), "sm_90a").tiles == Tiles{128, 128, 12, 3});
 }
 
 TEST_CASE("plan: sm90 tiles are checked with reasons") {
-  CHECK(sm90_tiles_problem(128, 128, Tiles{64, 128, 4, 2}, "sm_90a").find("block_m 128") !=
+  CHECK(sm90_tiles_problem(padded_dims(spec_of(128, 128)), Tiles{64, 128, 4, 2}, "sm_90a").find("block_m 128") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(128, 128, Tiles{128, 120, 12, 2}, "sm_90a").find("multiple of 16") !=
+  CHECK(sm90_tiles_problem(padded_dims(spec_of(128, 128)), Tiles{128, 120, 12, 2}, "sm_90a").find("multiple of 16") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(256, 256, Tiles{128, 128, 12, 2}, "sm_90a").find("shared memory") !=
+  CHECK(sm90_tiles_problem(padded_dims(spec_of(256, 256)), Tiles{128, 128, 12, 2}, "sm_90a").find("shared memory") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(256, 256, Tiles{128, 112, 12, 1}, "sm_90a").find("at least 2") !=
+  CHECK(sm90_tiles_problem(padded_dims(spec_of(256, 256)), Tiles{128, 112, 12, 1}, "sm_90a").find("at least 2") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(256, 256, Tiles{128, 144, 12, 2}, "sm_90a") != "");
+  CHECK(sm90_tiles_problem(padded_dims(spec_of(256, 256)), Tiles{128, 144, 12, 2}, "sm_90a") != "");
 }
 
 TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {

@@ -11,8 +11,8 @@
 #include "autotune/candidates.h"
 #include "autotune/tune_db.h"
 #include "autotune/tune_key.h"
+#include "generator/fwd_sm90_path.h"
 #include "generator/plan.h"
-#include "generator/tile_heuristic.h"
 #include "tests/cpu/runtime_test_support.h"
 #include "tests/gpu/gpu_runtime.h"
 #include "verify/attention_run.h"
@@ -33,7 +33,9 @@ Spec tuned_spec() {
 // `target`; the test REQUIREs that they differ, so a later heuristic change cannot make it
 // pass vacuously.
 Tiles tuned_tiles(const std::string& target) {
-  return gen::sm90_serves(tuned_spec(), target) ? Tiles{128, 96, 12, 3} : Tiles{64, 64, 4, 2};
+  const bool sm90 = gen::choose_path(gen::Operation::Forward, tuned_spec(), target).id ==
+                    gen::KernelPath::FwdSm90;
+  return sm90 ? Tiles{128, 96, 12, 3} : Tiles{64, 64, 4, 2};
 }
 
 verify::Shape shape_of(int seqlen) {

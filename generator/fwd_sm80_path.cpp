@@ -1,0 +1,134 @@
+#include "generator/fwd_sm80_path.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "generator/plan.h"
+
+namespace flashjit::gen {
+namespace {
+
+// Row stride of a shared tile in elements: an odd number of 16-byte units, so that the eight
+// rows one ldmatrix reads fall in eight different bank groups.
+int conflict_free_stride(int cols, int element_bytes) {
+  const int per_unit = 16 / element_bytes;
+  const int units = cols / per_unit;
+  return per_unit * (units % 2 == 1 ? units : units + 1);
+}
+
+bool serves(const Spec&, const std::string& target, const CallTraits&) {
+  return is_known_target(target);
+}
+
+std::string tiles_problem(const PaddedDims& dims, const Tiles& tiles, const std::string& target) {
+  return sm80_tiles_problem(dims, tiles, target);
+}
+
+std::vector<Tiles> tuning_grid(const Spec& spec) {
+  const PaddedDims dims = padded_dims(spec);
+  // Narrow key blocks only past d 192, where the heuristic itself uses them.
+  std::vector<int> block_ns = {32, 64, 128};
+  if (std::max(dims.d_qk_pad, dims.dv_slice) > 192) block_ns.insert(block_ns.begin(), 16);
+  std::vector<Tiles> grid;
+  for (int block_m : {64, 128})
+    for (int block_n : block_ns)
+      for (int warps : {4, 8})
+        for (int stages : {2, 3}) grid.push_back(Tiles{block_m, block_n, warps, stages});
+  return grid;
+}
+
+std::string tuning_problem(const PaddedDims& dims, const Tiles& tiles) {
+  const int registers = sm80_accumulator_registers(dims.dv_slice, tiles);
+  if (registers <= kSm80MaxAccumulatorRegisters) return "";
+  return fmt::format("{} fp32 accumulator registers a thread (more than {} spills)", registers,
+                     kSm80MaxAccumulatorRegisters);
+}
+
+std::string extra_source(const Plan&) { return ""; }
+
+std::string entry(const Plan& plan) {
+  return fmt::format(
+      "using KernelLayout = fj::Sm80FwdLayout<KernelConfig>;\n"
+      "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
+      "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n"
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const FwdParams params) {{\n"
+      "  fj::fwd_sm80<KernelConfig>(params);\n"
+      "}}\n",
+      plan.shared_bytes, plan.threads, plan.threads, plan.kernel_name);
+}
+
+}  // namespace
+
+const KernelPathInfo kFwdSm80Path = {
+    .id = KernelPath::FwdSm80,
+    .name = "fwd_sm80",
+    .label = "sm80",
+    .operation = Operation::Forward,
+    .template_file = "fwd_sm80.cuh",
+    .persistent_grid = false,
+    .tma_loads = false,
+    .serves = serves,
+    .default_tiles = sm80_default_tiles,
+    .tiles_problem = tiles_problem,
+    .shared_bytes = sm80_shared_bytes,
+    .tuning_grid = tuning_grid,
+    .tuning_problem = tuning_problem,
+    .tiles_label = gen::tiles_label,
+    .extra_source = extra_source,
+    .entry = entry,
+};
+
+int sm80_shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  const int qk = conflict_free_stride(dims.d_qk_pad, dims.element_bytes);
+  const int vs = conflict_free_stride(dims.dv_slice, dims.element_bytes);
+  return dims.element_bytes * (t.block_m * qk + t.stages * (t.block_n * qk + t.block_n * vs));
+}
+
+std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {
+  if (t.warps < 1 || t.block_m % (16 * t.warps) != 0)
+    return fmt::format("block_m {} must be a multiple of 16 * warps ({})", t.block_m,
+                       16 * t.warps);
+  if (t.block_n < 16 || t.block_n % 16 != 0)
+    return fmt::format("block_n {} must be a positive multiple of 16", t.block_n);
+  if (t.stages < 2) return fmt::format("stages {}: the sm80 pipeline needs at least 2", t.stages);
+  return shared_memory_problem(sm80_shared_bytes(dims, t), target);
+}
+
+int sm80_accumulator_registers(int dv_slice, const Tiles& tiles) {
+  const int row_groups = tiles.block_m / (16 * tiles.warps);
+  return row_groups * (dv_slice / 2 + tiles.block_n / 2);
+}
+
+Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
+  const PaddedDims dims = padded_dims(spec);
+  const int d = std::max(dims.d_qk_pad, dims.dv_slice);
+  // Preferred first: the best configuration without spills per head-dim range, measured
+  // on an H200 (bench/tile_sweep.py, bf16, 16k tokens, seqlen 4096; bench/NOTES.md has the
+  // table). Four warps with two m16 tiles each (block_m 128) load every K/V fragment once
+  // for 32 rows, which halves shared-memory traffic per product against one tile a warp;
+  // past d 96 the O accumulator leaves no room for that with block_n 64, and eight warps
+  // of one tile each win. The fallbacks, in order, fit the 163 KB of sm_80 and the 99 KB
+  // of sm_86/sm_89 (where m64 n64 w4 spills at d 128).
+  const Tiles first = d <= 64    ? Tiles{128, 64, 4, 3}
+                      : d <= 96  ? Tiles{128, 64, 4, 2}
+                      : d <= 112 ? Tiles{128, 32, 4, 2}
+                      : d <= 128 ? Tiles{128, 128, 8, 2}
+                      : d <= 192 ? Tiles{128, 64, 8, 2}
+                      : d <= 256 ? Tiles{64, 32, 4, 2}
+                      : d <= 384 ? Tiles{128, 32, 8, 2}
+                                 : Tiles{128, 16, 8, 2};
+  const Tiles preferred[] = {
+      first, {128, 64, 8, 2}, {64, 32, 4, 2}, {64, 64, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2},
+      {32, 16, 2, 2}, {16, 16, 1, 2},
+  };
+  for (const Tiles& candidate : preferred) {
+    const Tiles t = fit_tiles_to_mask(spec, candidate);
+    if (sm80_tiles_problem(dims, t, target).empty()) return t;
+  }
+  throw Error(ErrorKind::Usage,
+              fmt::format("no sm80 tile configuration fits head dims {}/{} on {}",
+                          spec.head_dim_qk, spec.head_dim_v, target));
+}
+
+}  // namespace flashjit::gen

@@ -1,0 +1,29 @@
+// The fwd_sm80 path: the FlashAttention-2 forward with mma.sync, ldmatrix and cp.async
+// (templates/fwd_sm80.cuh), which runs on every target.
+#pragma once
+
+#include <string>
+
+#include "generator/kernel_path.h"
+
+namespace flashjit::gen {
+
+extern const KernelPathInfo kFwdSm80Path;
+
+// Bytes of dynamic shared memory the sm80 kernel needs (mirrors Sm80FwdLayout in
+// templates/fwd_sm80.cuh; the emitted source static_asserts that both agree).
+int sm80_shared_bytes(const PaddedDims& dims, const Tiles& tiles);
+// Why `tiles` cannot run the sm80 kernel on `target` ("" when they can).
+std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
+                               const std::string& target);
+Tiles sm80_default_tiles(const Spec& spec, const std::string& target);
+
+// fp32 accumulator registers a thread holds for `tiles`: each warp owns block_m / warps query
+// rows in groups of 16 (one m16 MMA row block), and for each group a thread keeps
+// dv_slice / 2 floats of O and block_n / 2 floats of S.
+int sm80_accumulator_registers(int dv_slice, const Tiles& tiles);
+// Above this the kernel cannot avoid spilling: 255 registers a thread minus the ~30 that the
+// addresses, loop counters, softmax row statistics and MMA operand fragments need at least.
+inline constexpr int kSm80MaxAccumulatorRegisters = 224;
+
+}  // namespace flashjit::gen

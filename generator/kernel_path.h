@@ -1,0 +1,95 @@
+// The kernel paths: one descriptor for each compiled kernel family (fwd_sm80, fwd_sm90 today;
+// the backward's, decode's and fp8's next), in one registry that plan, emit, the tuner,
+// bundles and the CLI iterate instead of branching on the architecture. A new path is a
+// descriptor here, its rules in generator/<path>_path.cpp and its kernel in templates/
+// (docs/ARCHITECTURE.md has the checklist).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flashjit/flashjit.h"
+#include "generator/tile_rules.h"
+
+namespace flashjit::gen {
+
+struct Plan;
+
+// The registry's paths. The order of kernel_paths() is the order of preference.
+enum class KernelPath { FwdSm90, FwdSm80 };
+
+// What the runtime runs for a public call; each is a list of launches of paths.
+enum class Operation { Forward, Backward, Decode };
+const char* to_string(Operation operation);  // "forward" | "backward" | "decode"
+
+// What a call contributes to its plan, derived by the runtime from the call's pointers and
+// sizes (runtime/call_traits.h): each distinct value is a kernel variant of its own.
+struct CallTraits {
+  int align_bytes = 16;       // every row start of Q/K/V/O is a multiple of this (16/8/4/2)
+  bool tma_loadable = true;   // TMA can load the call's Q, K and V
+  bool varlen = false;        // packed variable-length batches (cu_seqlens)
+  bool operator==(const CallTraits&) const = default;
+  auto operator<=>(const CallTraits&) const = default;
+};
+
+struct KernelPathInfo {
+  KernelPath id;
+  const char* name;   // the registry's name: "fwd_sm80"
+  const char* label;  // the kernel family in messages and generated comments: "sm80"
+  Operation operation;
+  const char* template_file;  // the kernel body the program includes (templates/)
+  // A persistent grid: one CTA a multiprocessor, drawing tiles from a per-stream counter
+  // (runtime/tile_counters.h) that the launch passes in the parameters.
+  bool persistent_grid;
+  // Q, K and V arrive through TMA tensor maps, passed after the parameter struct.
+  bool tma_loads;
+
+  // Does the path serve `spec` on `target` for a call with these traits?
+  bool (*serves)(const Spec& spec, const std::string& target, const CallTraits& call);
+  // The built-in tiles for `spec` on `target` (throws Error(Usage) when none fits).
+  Tiles (*default_tiles)(const Spec& spec, const std::string& target);
+  // Why `tiles` cannot run this path's kernel on `target` ("" when they can): its tile rules,
+  // shared memory and registers. The spec's block mask is checked apart (mask_tiles_problem).
+  std::string (*tiles_problem)(const PaddedDims& dims, const Tiles& tiles,
+                               const std::string& target);
+  // Dynamic shared memory a CTA needs (the emitted source static_asserts the device layout
+  // agrees).
+  int (*shared_bytes)(const PaddedDims& dims, const Tiles& tiles);
+  // The tilings the tuner tries besides the default, before any check.
+  std::vector<Tiles> (*tuning_grid)(const Spec& spec);
+  // Why the tuner should not compile `tiles` though tiles_problem accepts them ("" when it
+  // should): a cost model's prediction of spills, say.
+  std::string (*tuning_problem)(const PaddedDims& dims, const Tiles& tiles);
+  // The tiles' part of kernel names: "m64n64w4s2", "ws_n128s3".
+  std::string (*tiles_label)(const Tiles& tiles);
+  // The source the plan's program needs after the templates and before its KernelConfig
+  // (instruction shapes written out for its tiles), and its extern "C" entry after it.
+  std::string (*extra_source)(const Plan& plan);
+  std::string (*entry)(const Plan& plan);
+};
+
+// Every path, in the order of preference.
+std::span<const KernelPathInfo* const> kernel_paths();
+const KernelPathInfo& kernel_path(KernelPath id);
+const char* to_string(KernelPath id);  // the label: "sm80" | "sm90"
+
+// The path that serves `operation` for `spec` on `target` and this call: the first in
+// kernel_paths() order whose serves() accepts it. Throws Error(Usage) naming the operation
+// when none does (an operation not built yet).
+const KernelPathInfo& choose_path(Operation operation, const Spec& spec,
+                                  const std::string& target, const CallTraits& call = {});
+
+// The tiles a spec's own `tiles:` and the tune DB refer to: those of the path that serves
+// the operation for 16-byte aligned, TMA-loadable calls (the spec's primary path).
+Tiles default_tiles(const Spec& spec, const std::string& target,
+                    Operation operation = Operation::Forward);
+// Why `tiles` cannot run `spec` on `target` with `path` ("" when they can): the path's tile
+// rules, shared memory and registers, and the spec's block mask.
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
+                          const KernelPathInfo& path);
+// The same with the spec's primary path.
+std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
+                          Operation operation = Operation::Forward);
+
+}  // namespace flashjit::gen

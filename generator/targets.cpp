@@ -1,0 +1,51 @@
+#include "generator/targets.h"
+
+#include <fmt/format.h>
+
+#include "flashjit/flashjit.h"
+
+namespace flashjit::gen {
+namespace {
+
+struct TargetInfo {
+  const char* name;
+  int max_shared;  // opt-in dynamic shared memory per CTA, bytes
+};
+// sm_80 (A100): 163 KB; sm_86/sm_89 (consumer Ampere, Ada): 99 KB; sm_90a (H100/H200): 227 KB.
+constexpr TargetInfo kTargets[] = {
+    {"sm_80", 166912}, {"sm_86", 101376}, {"sm_89", 101376}, {"sm_90a", 232448}};
+
+const TargetInfo* find_target(const std::string& target) {
+  for (const auto& t : kTargets)
+    if (target == t.name) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_known_target(const std::string& target) { return find_target(target) != nullptr; }
+
+void require_known_target(const std::string& target) {
+  if (!is_known_target(target))
+    throw Error(ErrorKind::Usage,
+                fmt::format("unknown target '{}'; flashjit targets sm_80, sm_86, sm_89, sm_90a", target));
+}
+
+std::string target_for_device(int cc_major, int cc_minor) {
+  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
+  if (cc_major == 8 && cc_minor == 6) return "sm_86";
+  if (cc_major == 8 && cc_minor == 9) return "sm_89";
+  // An sm_80 cubin runs on every later 8.x GPU.
+  if (cc_major == 8) return "sm_80";
+  throw Error(ErrorKind::Usage,
+              fmt::format("GPUs of compute capability {}.{} are not supported yet; flashjit "
+                          "builds for 8.x (sm_80, sm_86, sm_89) and 9.0 (sm_90a)",
+                          cc_major, cc_minor));
+}
+
+int max_shared_bytes(const std::string& target) {
+  require_known_target(target);
+  return find_target(target)->max_shared;
+}
+
+}  // namespace flashjit::gen

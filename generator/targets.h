@@ -1,0 +1,17 @@
+// The compile targets flashjit builds for and what each allows a kernel.
+#pragma once
+
+#include <string>
+
+namespace flashjit::gen {
+
+// Compile targets flashjit knows ("sm_80", "sm_86", "sm_89", "sm_90a").
+bool is_known_target(const std::string& target);
+// Throws Error(Usage) naming the known targets when `target` is not one.
+void require_known_target(const std::string& target);
+// The target for a device of compute capability major.minor (9.0 -> "sm_90a").
+std::string target_for_device(int cc_major, int cc_minor);
+// Max dynamic shared memory per CTA on a target (opt-in limit).
+int max_shared_bytes(const std::string& target);
+
+}  // namespace flashjit::gen

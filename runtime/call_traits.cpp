@@ -1,0 +1,77 @@
+#include "runtime/call_traits.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "generator/element_types.h"
+
+namespace flashjit::rt {
+namespace {
+
+// Every row start is base + b*batch + s*seq + h*head (in elements): its alignment is the
+// common power of two of the base and of the strides, in bytes, of dimensions with extent > 1.
+uint64_t row_start_bits(const void* base, const TensorStrides& st, int batch, int seqlen,
+                        int heads, int element_bytes) {
+  const auto bytes = [&](int64_t stride) { return static_cast<uint64_t>(stride) * element_bytes; };
+  uint64_t bits = reinterpret_cast<uint64_t>(base);
+  if (batch > 1) bits |= bytes(st.batch);
+  if (seqlen > 1) bits |= bytes(st.seq);
+  if (heads > 1) bits |= bytes(st.head);
+  return bits;
+}
+
+uint64_t qkv_bits(const Spec& spec, const ForwardArgs& a) {
+  const int e = gen::element_type(spec.dtype).bytes;
+  return row_start_bits(a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q, e) |
+         row_start_bits(a.k, a.k_stride, a.batch, a.seqlen_k, a.heads_kv, e) |
+         row_start_bits(a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv, e);
+}
+
+int alignment_of(uint64_t bits) {
+  bits |= 16;
+  return static_cast<int>(bits & (~bits + 1));  // lowest set bit, at most 16
+}
+
+}  // namespace
+
+int qkv_alignment(const Spec& spec, const ForwardArgs& a) {
+  return alignment_of(qkv_bits(spec, a));
+}
+
+int forward_alignment(const Spec& spec, const ForwardArgs& a) {
+  const int e = gen::element_type(spec.dtype).bytes;
+  return alignment_of(qkv_bits(spec, a) |
+                      row_start_bits(a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, e));
+}
+
+bool tma_loadable(const Spec& spec, const ForwardArgs& a) {
+  // A packed varlen tensor's map needs its row count, which only the caller knows; an empty
+  // one has no map at all.
+  const bool rows_known = a.cu_seqlens_q == nullptr || (a.total_q > 0 && a.total_k > 0);
+  return rows_known && qkv_alignment(spec, a) == 16;
+}
+
+gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args) {
+  return {.align_bytes = forward_alignment(spec, args),
+          .tma_loadable = tma_loadable(spec, args),
+          .varlen = args.cu_seqlens_q != nullptr};
+}
+
+LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count) {
+  LaunchGeometry g;
+  g.grid_x = static_cast<unsigned>((args.seqlen_q + plan.tiles.block_m - 1) / plan.tiles.block_m);
+  g.grid_y = static_cast<unsigned>(args.heads_q);
+  g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
+  if (plan.path->persistent_grid) {
+    // One CTA a multiprocessor (its threads hold the whole register file), each drawing
+    // tiles until the grid's are done.
+    const long long tiles = 1LL * g.grid_x * g.grid_y * g.grid_z;
+    g.grid_x = static_cast<unsigned>(std::min<long long>(tiles, std::max(sm_count, 1)));
+    g.grid_y = g.grid_z = 1;
+  }
+  g.block_x = static_cast<unsigned>(plan.threads);
+  g.shared_bytes = static_cast<unsigned>(plan.shared_bytes);
+  return g;
+}
+
+}  // namespace flashjit::rt
