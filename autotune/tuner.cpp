@@ -275,7 +275,6 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   }
   std::vector<uint16_t> random_pool(largest + size_t{3} * kMaxSets * 4099);
   verify::RandomInputs(kSeed).fill(spec.dtype, random_pool);
-  rt::Driver::get().make_current();
   std::vector<BucketBench> benches;
   for (const TimedShape& s : shapes) benches.push_back(make_bench(spec, s, random_pool));
 

@@ -100,6 +100,13 @@ int flashjit_runtime_create(flashjit_runtime** out) {
   });
 }
 
+int flashjit_runtime_create_on_device(int device, flashjit_runtime** out) {
+  return guarded("flashjit_runtime_create_on_device", [&] {
+    if (out == nullptr) throw null_argument("flashjit_runtime_create_on_device", "out");
+    *out = new flashjit_runtime{flashjit::Runtime(flashjit::RuntimeOptions{.device = device})};
+  });
+}
+
 void flashjit_runtime_destroy(flashjit_runtime* runtime) { delete runtime; }
 
 int flashjit_kernel_from_yaml(flashjit_runtime* runtime, const char* yaml_text,

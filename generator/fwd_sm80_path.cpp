@@ -41,7 +41,7 @@ std::vector<Tiles> tuning_grid(const Spec& spec) {
 std::string tuning_problem(const PaddedDims& dims, const Tiles& tiles) {
   const int registers = sm80_accumulator_registers(dims.dv_slice, tiles);
   if (registers <= kSm80MaxAccumulatorRegisters) return "";
-  return fmt::format("{} fp32 accumulator registers a thread (more than {} spills)", registers,
+  return fmt::format("{} accumulator registers a thread (more than {} spills)", registers,
                      kSm80MaxAccumulatorRegisters);
 }
 
@@ -97,7 +97,7 @@ std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std
 
 int sm80_accumulator_registers(int dv_slice, const Tiles& tiles) {
   const int row_groups = tiles.block_m / (16 * tiles.warps);
-  return row_groups * (dv_slice / 2 + tiles.block_n / 2);
+  return row_groups * (dv_slice / 2 + tiles.block_n / 2 + tiles.block_n / 4);
 }
 
 Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {

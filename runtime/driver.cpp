@@ -3,7 +3,9 @@
 #include <cuda.h>  // types and prototypes only: nothing here links against libcuda
 #include <dlfcn.h>
 
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,8 +26,11 @@ using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
 // base name at kAbiVersion).
 struct Driver::Api {
   void* library = nullptr;
-  CUdevice device = 0;
-  CUcontext context = nullptr;
+  std::vector<CUdevice> devices;
+  // Primary contexts, retained on a GPU's first use (retaining one costs memory on that GPU);
+  // never released: they live as long as the process, like the CUDA runtime's.
+  std::vector<CUcontext> contexts;
+  std::mutex contexts_mutex;
 
 #define FLASHJIT_DRIVER_ENTRY(name) decltype(&name) p_##name = nullptr;
 #define FLASHJIT_DRIVER_ENTRIES(X)                                                          \
@@ -89,15 +94,31 @@ Driver::Driver() : api_(std::make_unique<Api>()) {
   int count = 0;
   FLASHJIT_CU(cuDeviceGetCount, &count);
   if (count < 1) throw no_device("the CUDA driver reports no GPU");
-  FLASHJIT_CU(cuDeviceGet, &api_->device, 0);
-  FLASHJIT_CU(cuDevicePrimaryCtxRetain, &api_->context, api_->device);
-  FLASHJIT_CU(cuCtxSetCurrent, api_->context);
+  api_->devices.resize(count);
+  api_->contexts.resize(count, nullptr);
+  for (int i = 0; i < count; ++i) FLASHJIT_CU(cuDeviceGet, &api_->devices[i], i);
 }
 
-Driver& Driver::get() {
+void Driver::make_current(int device) {
+  if (device < 0 || device >= device_count())
+    throw Error(ErrorKind::Usage, fmt::format("GPU {} does not exist: this machine has {} (0 to {})",
+                                              device, device_count(), device_count() - 1));
+  CUcontext context = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(api_->contexts_mutex);
+    if (!api_->contexts[device])
+      FLASHJIT_CU(cuDevicePrimaryCtxRetain, &api_->contexts[device], api_->devices[device]);
+    context = api_->contexts[device];
+  }
+  FLASHJIT_CU(cuCtxSetCurrent, context);
+}
+
+int Driver::device_count() const { return static_cast<int>(api_->devices.size()); }
+
+Driver& Driver::get(int device) {
   // The process-wide driver, or why there is none: built once (a function-local static is
-  // initialised exactly once even when threads race). The primary context is never released;
-  // it lives as long as the process, like the CUDA runtime's.
+  // initialised exactly once even when threads race). The context is made current on every
+  // call: the application may have switched it since (cudaSetDevice), and it is cheap.
   struct Slot {
     std::unique_ptr<Driver> driver;
     std::string reason;
@@ -112,7 +133,7 @@ Driver& Driver::get() {
     return s;
   }();
   if (!slot.driver) throw Error(ErrorKind::NoDevice, slot.reason);
-  slot.driver->make_current();
+  slot.driver->make_current(device);
   return *slot.driver;
 }
 
@@ -127,14 +148,18 @@ std::string Driver::unavailable_reason() {
   }
 }
 
-DeviceInfo Driver::device_info() const {
+DeviceInfo Driver::device_info(int device) const {
+  if (device < 0 || device >= device_count())
+    throw Error(ErrorKind::Usage, fmt::format("GPU {} does not exist: this machine has {}",
+                                              device, device_count()));
+  const CUdevice handle = api_->devices[device];
   DeviceInfo info;
   char name[256] = {};
-  FLASHJIT_CU(cuDeviceGetName, name, static_cast<int>(sizeof(name)), api_->device);
+  FLASHJIT_CU(cuDeviceGetName, name, static_cast<int>(sizeof(name)), handle);
   info.name = name;
   const auto attribute = [&](CUdevice_attribute which) {
     int value = 0;
-    FLASHJIT_CU(cuDeviceGetAttribute, &value, which, api_->device);
+    FLASHJIT_CU(cuDeviceGetAttribute, &value, which, handle);
     return value;
   };
   info.cc_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -143,8 +168,6 @@ DeviceInfo Driver::device_info() const {
   FLASHJIT_CU(cuDriverGetVersion, &info.driver_version);
   return info;
 }
-
-void Driver::make_current() const { FLASHJIT_CU(cuCtxSetCurrent, api_->context); }
 
 void* Driver::load_module(const std::string& cubin) {
   CUmodule module = nullptr;
@@ -241,26 +264,30 @@ float Driver::event_elapsed_ms(void* start, void* stop) {
 
 // ---------------------------------------------------------------- DeviceBuffer
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : ptr_(Driver::get().alloc(bytes)), bytes_(bytes) {}
+DeviceBuffer::DeviceBuffer(size_t bytes, int device)
+    : ptr_(Driver::get(device).alloc(bytes)), bytes_(bytes), device_(device) {}
 
 DeviceBuffer::~DeviceBuffer() {
   // A destructor must not throw; a failing cuMemFree here means the context is already gone.
   if (ptr_) {
     try {
-      Driver::get().free(ptr_);
+      Driver::get(device_).free(ptr_);
     } catch (const Error&) {
     }
   }
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      device_(other.device_) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     DeviceBuffer old(std::move(*this));
     ptr_ = std::exchange(other.ptr_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
   }
   return *this;
 }

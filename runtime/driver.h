@@ -29,18 +29,19 @@ constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
 
 class Driver {
  public:
-  // The process-wide driver, initialised on first use (dlopen, cuInit, primary context of
-  // device 0 made current on the calling thread). Throws Error(NoDevice) with the reason
-  // (no libcuda.so.1, cuInit failed, no device) when there is no usable GPU.
-  static Driver& get();
+  // The process-wide driver, initialised on first use (dlopen, cuInit), with the primary
+  // context of GPU `device` (retained on its first use) made current on the calling thread:
+  // every call below acts on that GPU. Throws Error(NoDevice) with the reason (no
+  // libcuda.so.1, cuInit failed, no device) when there is no usable GPU, Error(Usage) for an
+  // ordinal this machine does not have.
+  static Driver& get(int device = 0);
   // Never throws: true when get() would succeed.
   static bool available();
   // Why available() is false ("" when it is true).
   static std::string unavailable_reason();
 
-  DeviceInfo device_info() const;
-  // Makes the primary context current on the calling thread (each thread that launches).
-  void make_current() const;
+  int device_count() const;
+  DeviceInfo device_info(int device = 0) const;
 
   // Modules and launches. A module owns its functions; unload() frees it.
   void* load_module(const std::string& cubin);  // CUmodule
@@ -68,15 +69,16 @@ class Driver {
 
  private:
   Driver();
+  void make_current(int device);
   struct Api;
   std::unique_ptr<Api> api_;
 };
 
-// RAII device allocation.
+// RAII device allocation on GPU `device`.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
+  explicit DeviceBuffer(size_t bytes, int device = 0);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -90,6 +92,7 @@ class DeviceBuffer {
  private:
   DevicePtr ptr_ = 0;
   size_t bytes_ = 0;
+  int device_ = 0;
 };
 
 // RAII CUDA event, destroyed on scope exit (a failing launch between two records leaks none).

@@ -36,11 +36,12 @@ using OperationKey = std::tuple<gen::Operation, gen::CallTraits, int, int, int, 
 
 class JitKernel final : public Kernel {
  public:
-  JitKernel(Spec spec, std::string target, DeviceInfo device,
+  JitKernel(Spec spec, std::string target, int ordinal, DeviceInfo device,
             std::shared_ptr<const TileSource> tile_source,
             std::shared_ptr<rt::KernelCompiler> compiler)
       : spec_(std::move(spec)),
         target_(std::move(target)),
+        ordinal_(ordinal),
         device_(std::move(device)),
         tile_source_(std::move(tile_source)),
         compiler_(std::move(compiler)) {}
@@ -48,7 +49,7 @@ class JitKernel final : public Kernel {
   ~JitKernel() override {
     for (auto& [key, variant] : variants_) {
       try {
-        rt::Driver::get().unload_module(variant.module);
+        rt::Driver::get(ordinal_).unload_module(variant.module);
       } catch (const Error&) {
         // Unloading at exit can fail once the driver is shutting down; nothing to recover.
       }
@@ -87,17 +88,18 @@ class JitKernel final : public Kernel {
   // tile counter, for a TMA path the tensor maps of Q, K and V.
   void launch_forward_path(const gen::Plan& plan, const ForwardArgs& args, void* stream) {
     const LoadedVariant& variant = loaded(plan);
+    rt::Driver& driver = rt::Driver::get(ordinal_);
     FwdParams params = rt::make_fwd_params(plan, args);
     const rt::LaunchGeometry geometry = rt::launch_geometry(plan, args, device_.sm_count);
     rt::ForwardTensorMaps maps;
-    if (plan.path->tma_loads) maps = rt::make_tensor_maps(plan, args);
+    if (plan.path->tma_loads) maps = rt::make_tensor_maps(driver, plan, args);
     if (plan.path->persistent_grid) {
       std::lock_guard<std::mutex> lock(mutex_);
       params.tile_counter = tile_counters_.for_stream(stream);
     }
     void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
-    rt::Driver::get().launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
-                             geometry.block_x, geometry.shared_bytes, stream, kernel_params);
+    driver.launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
+                  geometry.block_x, geometry.shared_bytes, stream, kernel_params);
   }
 
   // The tiles for this call's shape bucket, decided once per bucket: the spec's own tiles,
@@ -152,7 +154,7 @@ class JitKernel final : public Kernel {
     LoadedVariant variant;
     variant.compiled = compiler_->compile(plan);
     rt::dump_if_requested(*variant.compiled);
-    rt::Driver& driver = rt::Driver::get();
+    rt::Driver& driver = rt::Driver::get(ordinal_);
     variant.module = driver.load_module(variant.compiled->artifacts.cubin);
     try {
       variant.function = driver.get_function(variant.module, plan.kernel_name);
@@ -172,6 +174,7 @@ class JitKernel final : public Kernel {
 
   const Spec spec_;
   const std::string target_;
+  const int ordinal_;  // the GPU this kernel is loaded and launched on
   const DeviceInfo device_;
   const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
@@ -181,7 +184,7 @@ class JitKernel final : public Kernel {
   std::map<OperationKey, rt::OperationPlan> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
-  rt::TileCounters tile_counters_;
+  rt::TileCounters tile_counters_{ordinal_};
 };
 
 }  // namespace
@@ -197,15 +200,6 @@ struct Runtime::Impl {
     static const auto tune_db = std::make_shared<const rt::TuneDbTiles>();
     return tune_db;
   }
-
-  // The driver serves device 0 only (its primary context); say so rather than use another.
-  void require_supported_device() const {
-    if (options.device != 0) {
-      throw Error(ErrorKind::Usage,
-                  fmt::format("RuntimeOptions.device = {}: only device 0 is supported",
-                              options.device));
-    }
-  }
 };
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
@@ -215,11 +209,13 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 
 Runtime::~Runtime() = default;
 
-bool Runtime::has_device() const { return rt::Driver::available(); }
+bool Runtime::has_device() const {
+  return rt::Driver::available() && impl_->options.device >= 0 &&
+         impl_->options.device < rt::Driver::get().device_count();
+}
 
 DeviceInfo Runtime::device() const {
-  impl_->require_supported_device();
-  return rt::Driver::get().device_info();
+  return rt::Driver::get(impl_->options.device).device_info(impl_->options.device);
 }
 
 std::shared_ptr<Kernel> Runtime::kernel(const Spec& spec) {
@@ -233,7 +229,8 @@ std::shared_ptr<Kernel> Runtime::kernel(const Spec& spec) {
   const DeviceInfo info = device();
   const std::string target = gen::target_for_device(info.cc_major, info.cc_minor);
   rt::verbose("kernel {} for {} ({}): compiled on first use", spec.name, info.name, target);
-  return std::make_shared<JitKernel>(spec, target, info, impl_->tile_source(), impl_->compiler);
+  return std::make_shared<JitKernel>(spec, target, impl_->options.device, info,
+                                     impl_->tile_source(), impl_->compiler);
 }
 
 CompileReport Runtime::compile(const Spec& spec, const std::string& target) {

@@ -36,11 +36,10 @@ TensorMapBox box_of(const gen::ElementType& element, const void* base, int dim, 
 
 }  // namespace
 
-ForwardTensorMaps make_tensor_maps(const gen::Plan& plan, const ForwardArgs& a) {
+ForwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan, const ForwardArgs& a) {
   const Spec& s = plan.spec;
   const gen::ElementType& e = gen::element_type(s.dtype);
   ForwardTensorMaps maps;
-  Driver& driver = Driver::get();
   // Packed varlen tensors are one batch of total rows; the kernel adds each sequence's start.
   const bool varlen = a.cu_seqlens_q != nullptr;
   const int batch = varlen ? 1 : a.batch;

@@ -18,6 +18,6 @@ struct ForwardTensorMaps {
 };
 
 // Encodes the three maps for a call the plan's sm90 kernel serves.
-ForwardTensorMaps make_tensor_maps(const gen::Plan& plan, const ForwardArgs& args);
+ForwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan, const ForwardArgs& args);
 
 }  // namespace flashjit::rt

@@ -5,8 +5,8 @@
 namespace flashjit::rt {
 
 void TileCounters::add_chunk() {
-  DeviceBuffer chunk(kPerChunk * sizeof(int));
-  Driver::get().memset_u8(chunk.ptr(), 0, chunk.size());
+  DeviceBuffer chunk(kPerChunk * sizeof(int), device_);
+  Driver::get(device_).memset_u8(chunk.ptr(), 0, chunk.size());
   chunks_.push_back(std::move(chunk));
 }
 

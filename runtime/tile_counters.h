@@ -15,6 +15,7 @@ namespace flashjit::rt {
 
 class TileCounters {
  public:
+  explicit TileCounters(int device) : device_(device) {}
   // Allocates the first kPerChunk counters. Call it outside any stream capture (where a
   // kernel's first launch happens anyway: it compiles and loads the kernel), so that a
   // capturing stream met later, such as torch.cuda.graph's side stream, takes a counter
@@ -26,6 +27,7 @@ class TileCounters {
  private:
   static constexpr int kPerChunk = 64;
   void add_chunk();  // kPerChunk more counters, zeroed
+  int device_;  // the GPU the counters live on
   std::vector<DeviceBuffer> chunks_;
   // (stream, the launching thread for the per-thread default stream, else no thread)
   std::map<std::pair<void*, std::thread::id>, int*> by_stream_;

@@ -320,7 +320,6 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& given_s
   fill(at.v_offset, nk, shape.heads_kv, dv, at.v, inputs ? &inputs->v : nullptr);
 
   rt::Driver& driver = rt::Driver::get();
-  driver.make_current();
   rt::DeviceBuffer input(image.size() * sizeof(uint16_t));
   driver.copy_to_device(input.ptr(), image.data(), input.size());
   const int64_t o_total = at.o_elements + kGuardElements;

@@ -254,6 +254,8 @@ class TileSource {
 };
 
 struct RuntimeOptions {
+  // The GPU (a CUDA driver ordinal) this runtime's kernels load and launch on: one Runtime a
+  // GPU on a multi-GPU server. Its primary context is made current on the launching thread.
   int device = 0;
   std::shared_ptr<const TileSource> tile_source;  // null: the tune DB
   // Serve kernels from registered bundles only: a kernel (or alignment variant) missing from

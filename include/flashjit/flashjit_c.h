@@ -50,6 +50,9 @@ FLASHJIT_C_API const char* flashjit_version(void);
 /* A runtime for device 0. Reads FLASHJIT_CACHE_DIR / FLASHJIT_DISABLE_CACHE when created.
  * Works without a GPU (kernels then fail with FLASHJIT_ERROR_NO_DEVICE). */
 FLASHJIT_C_API int flashjit_runtime_create(flashjit_runtime** out);
+/* The same for GPU `device` (an ordinal of the CUDA driver; an ordinal the machine does not
+ * have fails when the first kernel is made, with FLASHJIT_ERROR_USAGE). */
+FLASHJIT_C_API int flashjit_runtime_create_on_device(int device, flashjit_runtime** out);
 FLASHJIT_C_API void flashjit_runtime_destroy(flashjit_runtime* runtime); /* null: no-op */
 
 /* A kernel for the spec in `yaml_text` (the YAML schema of configs/README.md). Kernels stay

@@ -77,6 +77,31 @@ TEST_CASE("runtime: kernel() without a GPU throws NoDevice and says what works i
   CHECK_THROWS_AS(runtime.device(), Error);
 }
 
+TEST_CASE("runtime: one runtime a GPU ordinal; compiling needs none, kernels need that GPU") {
+  flashjit::RuntimeOptions far;
+  far.device = 7;
+  Runtime first, second(far);
+  // Compiling targets an architecture, not a GPU: both runtimes compile, with or without one.
+  CHECK(second.compile(spec_hd100(), "sm_80").kernel_name ==
+        first.compile(spec_hd100(), "sm_80").kernel_name);
+  if (!Driver::available()) {
+    CHECK_FALSE(second.has_device());
+    CHECK_THROWS_AS(second.kernel(spec_hd100()), Error);
+    return;
+  }
+  // With GPUs: an ordinal past the last is no device and a usage error naming the count.
+  far.device = Driver::get().device_count();
+  Runtime missing(far);
+  CHECK_FALSE(missing.has_device());
+  try {
+    missing.kernel(spec_hd100());
+    FAIL("a runtime for a GPU that does not exist made a kernel");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Usage);
+    CHECK(std::string(e.what()).find("does not exist") != std::string::npos);
+  }
+}
+
 TEST_CASE("forward arguments: valid ones pass") {
   CHECK_NOTHROW(flashjit::rt::check_forward_args(spec_hd100(), valid_args(spec_hd100())));
 }
