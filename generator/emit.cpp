@@ -22,7 +22,7 @@ const char* element_type(DType dtype) {
   throw Error(ErrorKind::Usage, "unknown dtype");
 }
 
-// The templates' spelling of each pattern (fj::Pattern in templates/fwd_sm80.cuh).
+// The templates' spelling of each pattern (fj::Pattern in templates/attn/mask.cuh).
 const char* pattern_constant(PatternKind kind) {
   switch (kind) {
     case PatternKind::None: return "fj::Pattern::kNone";
@@ -43,7 +43,8 @@ void inline_template(const std::string& name, std::set<std::string>& done, std::
     const auto inc = line.find("#include \"");
     if (inc != std::string::npos && line.find_first_not_of(' ') == inc) {
       const auto begin = inc + 10;
-      inline_template(line.substr(begin, line.find('"', begin) - begin), done, out);
+      const std::string path = line.substr(begin, line.find('"', begin) - begin);
+      inline_template(included_template_name(name, path), done, out);
       continue;
     }
     if (line == "#pragma once") continue;
@@ -126,13 +127,13 @@ std::string emit_source(const Plan& plan) {
       plan.tiles.block_n, plan.tiles.warps, plan.tiles.stages, plan.align_bytes);
   std::set<std::string> done;
   if (plan.path == KernelPath::Sm90) {
-    inline_template("fwd_sm90.cuh", done, src);
+    inline_template("kernels/fwd_sm90.cuh", done, src);
     src += "\n// ---- the wgmma shapes this kernel uses\nnamespace fj {\n";
     src += emit_wgmma(s.dtype, plan.tiles.block_n);
     if (plan.dv_slice != plan.tiles.block_n) src += emit_wgmma(s.dtype, plan.dv_slice);
     src += "}  // namespace fj\n";
   } else {
-    inline_template("fwd_sm80.cuh", done, src);
+    inline_template("kernels/fwd_sm80.cuh", done, src);
   }
   src += "\n// ---- the kernel this program exists for\n";
   src += kernel_config(plan);

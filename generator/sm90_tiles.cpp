@@ -1,5 +1,5 @@
 // The sm90 (warp-specialised) kernel's shared-memory footprint, its tile rules and its
-// built-in choice of tiles. Mirrors Sm90FwdLayout in templates/fwd_sm90.cuh; the emitted
+// built-in choice of tiles. Mirrors Sm90FwdLayout in templates/kernels/fwd_sm90.cuh; the emitted
 // source static_asserts that both agree on the shared memory.
 #include <fmt/format.h>
 

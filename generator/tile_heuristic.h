@@ -19,7 +19,7 @@ struct PaddedDims {
 PaddedDims padded_dims(const Spec& spec);
 
 // Bytes of dynamic shared memory the sm80 kernel needs (mirrors Sm80FwdLayout in
-// templates/fwd_sm80.cuh; the emitted source static_asserts that both agree).
+// templates/kernels/fwd_sm80.cuh; the emitted source static_asserts that both agree).
 int sm80_shared_bytes(int d_qk_pad, int dv_slice, const Tiles& tiles);
 
 // Why `tiles` cannot run the sm80 kernel on `target` ("" when they can).
