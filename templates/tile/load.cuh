@@ -10,8 +10,8 @@ namespace fj {
 __host__ __device__ constexpr int pow2_ceil(int x) { return x <= 1 ? 1 : 2 * pow2_ceil((x + 1) / 2); }
 
 // Copies one chunk of up to ALIGN bytes; `valid` (0..ALIGN / sizeof(T)) elements are read,
-// the rest of the chunk is zero-filled. Below 4 bytes cp.async cannot help: one element is
-// copied synchronously, so such a chunk must be one element.
+// the rest of the chunk is zero-filled. cp.async copies 4, 8 or 16 bytes: a narrower chunk is
+// one element, copied synchronously.
 template <int ALIGN, class T>
 __device__ __forceinline__ void copy_chunk(T* dst, const T* src, int valid) {
   if constexpr (ALIGN >= 4) {
