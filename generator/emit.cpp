@@ -12,7 +12,7 @@ namespace flashjit::gen {
 
 namespace {
 
-// The templates' spelling of each pattern (fj::Pattern in templates/fwd_sm80.cuh).
+// The templates' spelling of each pattern (fj::Pattern in templates/attn/mask.cuh).
 const char* pattern_constant(PatternKind kind) {
   switch (kind) {
     case PatternKind::None: return "fj::Pattern::kNone";
@@ -33,7 +33,8 @@ void inline_template(const std::string& name, std::set<std::string>& done, std::
     const auto inc = line.find("#include \"");
     if (inc != std::string::npos && line.find_first_not_of(' ') == inc) {
       const auto begin = inc + 10;
-      inline_template(line.substr(begin, line.find('"', begin) - begin), done, out);
+      const std::string path = line.substr(begin, line.find('"', begin) - begin);
+      inline_template(included_template_name(name, path), done, out);
       continue;
     }
     if (line == "#pragma once") continue;

@@ -1,5 +1,5 @@
 // The fwd_sm80 path: the FlashAttention-2 forward with mma.sync, ldmatrix and cp.async
-// (templates/fwd_sm80.cuh), which runs on every target.
+// (templates/kernels/fwd_sm80.cuh), which runs on every target.
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@ namespace flashjit::gen {
 extern const KernelPathInfo kFwdSm80Path;
 
 // Bytes of dynamic shared memory the sm80 kernel needs (mirrors Sm80FwdLayout in
-// templates/fwd_sm80.cuh; the emitted source static_asserts that both agree).
+// templates/kernels/fwd_sm80.cuh; the emitted source static_asserts that both agree).
 int sm80_shared_bytes(const PaddedDims& dims, const Tiles& tiles);
 // Why `tiles` cannot run the sm80 kernel on `target` ("" when they can).
 std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& tiles,

@@ -1,5 +1,5 @@
 // The fwd_sm90 path: the warp-specialised FlashAttention-3 style forward for sm_90a (TMA,
-// mbarrier ring, wgmma, setmaxnreg; templates/fwd_sm90.cuh), for calls TMA can load.
+// mbarrier ring, wgmma, setmaxnreg; templates/kernels/fwd_sm90.cuh), for calls TMA can load.
 #pragma once
 
 #include <string>
@@ -17,7 +17,7 @@ inline constexpr int kSm90Warps = 12;
 // descriptors, addresses, row statistics and loop state need.
 inline constexpr int kSm90MaxAccumulatorRegisters = 200;
 
-// Mirrors Sm90FwdLayout in templates/fwd_sm90.cuh; the emitted source static_asserts that
+// Mirrors Sm90FwdLayout in templates/kernels/fwd_sm90.cuh; the emitted source static_asserts that
 // both agree on the shared memory.
 int sm90_shared_bytes(const PaddedDims& dims, const Tiles& tiles);
 int sm90_consumer_registers(int dv_slice, const Tiles& tiles);

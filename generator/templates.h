@@ -1,4 +1,4 @@
-// The CUDA templates (templates/*.cuh), embedded into the library at build time.
+// The CUDA templates (templates/<layer>/<file>.cuh), embedded into the library at build time.
 #pragma once
 
 #include <string>
@@ -8,14 +8,19 @@
 namespace flashjit::gen {
 
 struct EmbeddedTemplate {
-  std::string name;  // file name, e.g. "fwd_sm80.cuh"
+  std::string name;  // the path under templates/, e.g. "kernels/fwd_sm80.cuh"
   std::string text;
 };
 
 // Defined in the file cmake/embed_templates.cmake generates.
 const std::vector<EmbeddedTemplate>& embedded_templates();
 
-// The text of one template; throws Error(Internal-ish Usage) if it is not embedded.
+// The text of one template; throws Error(Usage) if it is not embedded.
 std::string_view template_text(std::string_view name);
+
+// The template that `#include "path"` in template `from` names: path is relative to from's
+// folder, as a compiler reads it ("kernels/fwd_sm80.cuh" including "../arch/sm80.cuh" names
+// "arch/sm80.cuh"). Throws Error(Usage) for a path that leaves templates/.
+std::string included_template_name(std::string_view from, std::string_view path);
 
 }  // namespace flashjit::gen

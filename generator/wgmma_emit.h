@@ -8,7 +8,7 @@
 
 namespace flashjit::gen {
 
-// `template <> struct fj::Wgmma<n>` (see templates/hopper.cuh) for 16-bit inputs of `dtype`
+// `template <> struct fj::Wgmma<n>` (see templates/arch/sm90.cuh) for 16-bit inputs of `dtype`
 // and fp32 accumulators: ss() with both operands K-major in shared memory, rs() with A from
 // registers and B MN-major in shared memory. n: a multiple of 8 from 8 to 256.
 std::string emit_wgmma(DType dtype, int n);

@@ -107,13 +107,13 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
 }
 
 void fill_mask_params(FwdParams& params, const ForwardArgs& args) {
-  params.block_counts = args.block_counts;
-  params.block_indices = args.block_indices;
+  params.block_sparse.counts = args.block_counts;
+  params.block_sparse.indices = args.block_indices;
   // Entries of block_counts; a dimension of size 1 is shared (broadcast): stride 0.
   const long long per_head = args.layout_q_blocks;
-  params.layout_head_stride = args.layout_heads > 1 ? per_head : 0;
-  params.layout_batch_stride = args.layout_batch > 1 ? per_head * args.layout_heads : 0;
-  params.layout_max_blocks = args.layout_max_blocks;
+  params.block_sparse.head_stride = args.layout_heads > 1 ? per_head : 0;
+  params.block_sparse.batch_stride = args.layout_batch > 1 ? per_head * args.layout_heads : 0;
+  params.block_sparse.max_blocks = args.layout_max_blocks;
   params.cu_seqlens_q = args.cu_seqlens_q;
   params.cu_seqlens_k = args.cu_seqlens_k;
 }

@@ -3,7 +3,7 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
-#include "templates/fwd_params.cuh"
+#include "templates/kernels/fwd_params.cuh"
 
 namespace flashjit::rt {
 

@@ -44,7 +44,7 @@ ForwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan, const 
   const bool varlen = a.cu_seqlens_q != nullptr;
   const int batch = varlen ? 1 : a.batch;
   const int rows_q = varlen ? a.total_q : a.seqlen_q, rows_k = varlen ? a.total_k : a.seqlen_k;
-  // Q arrives in two boxes, one a consumer warp group (its 64 rows: fwd_sm90.cuh).
+  // Q arrives in two boxes, one a consumer warp group (its 64 rows: kernels/fwd_sm90.cuh).
   driver.encode_tensor_map(maps.q.bytes, box_of(e, a.q, s.head_dim_qk, rows_q, a.heads_q, batch,
                                                 a.q_stride, plan.tiles.block_m / 2));
   driver.encode_tensor_map(maps.k.bytes, box_of(e, a.k, s.head_dim_qk, rows_k, a.heads_kv, batch,

@@ -1,5 +1,5 @@
-// The sm90 kernel's tile counters (templates/fwd_sm90.cuh, TileScheduler): one int a stream,
-// so that launches in flight on two streams never draw tickets from one counter. A launch
+// The sm90 kernel's tile counters (TileScheduler in templates/kernels/fwd_sm90.cuh): one int
+// a stream, so that launches in flight on two streams never draw tickets from one counter. A launch
 // leaves its counter at zero, so none is reset between launches. The per-thread default
 // stream (CU_STREAM_PER_THREAD) is a different stream in every thread: a counter each.
 #pragma once

@@ -302,20 +302,20 @@ TEST_CASE("forward arguments: the block-sparse layout and cu_seqlens") {
   // Packing: a broadcast dimension gets stride 0, in entries of block_counts.
   FwdParams params{};
   rt::fill_mask_params(params, args);  // layout [2, 1, 3]
-  CHECK(params.layout_batch_stride == 3);
-  CHECK(params.layout_head_stride == 0);
-  CHECK(params.layout_max_blocks == 5);
-  CHECK(params.block_counts == ints);
+  CHECK(params.block_sparse.batch_stride == 3);
+  CHECK(params.block_sparse.head_stride == 0);
+  CHECK(params.block_sparse.max_blocks == 5);
+  CHECK(params.block_sparse.counts == ints);
   ForwardArgs per_head = args;
   per_head.layout_batch = 1;
   per_head.layout_heads = 4;
   rt::fill_mask_params(params, per_head);
-  CHECK(params.layout_batch_stride == 0);
-  CHECK(params.layout_head_stride == 3);
+  CHECK(params.block_sparse.batch_stride == 0);
+  CHECK(params.block_sparse.head_stride == 3);
   rt::fill_mask_params(params, packed);
   CHECK(params.cu_seqlens_q == ints);
   CHECK(params.cu_seqlens_k == ints + 4);
-  CHECK(params.block_counts == nullptr);
+  CHECK(params.block_sparse.counts == nullptr);
 }
 
 namespace {

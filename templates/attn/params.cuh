@@ -1,14 +1,25 @@
-// Kernel parameters of the forward pass. This header is compiled twice: by the host
-// compiler (runtime/forward_params.cpp fills it) and by NVRTC (the kernel reads it), so it
-// uses only built-in types and must keep one layout in both.
+// The parameters every attention kernel reads, forward and backward alike: the tensors, their
+// strides and shape, the block-sparse layout and the variable-length batch. This header is
+// compiled twice: by the host compiler (runtime/forward_params.cpp fills it) and by NVRTC (the
+// kernels read it), so it uses only built-in types and must keep one layout in both.
 #pragma once
 
-struct FwdParams {
+// Block-sparse layout (mask: block_sparse; null otherwise): the list of query block qb of
+// (b, h) has counts[e] entries at indices + e * max_blocks, where e = b * batch_stride +
+// h * head_stride + qb (a broadcast dimension has stride 0).
+struct BlockSparseLayout {
+  const int* counts;
+  const int* indices;
+  long long batch_stride, head_stride;
+  int max_blocks;
+};
+
+struct AttnParams {
   const void* q;
   const void* k;
   const void* v;
   void* o;
-  float* lse;  // null: LSE is not written
+  float* lse;  // null: LSE is not written (forward)
 
   // Strides in elements; the head_dim stride is 1.
   long long q_batch_stride, q_seq_stride, q_head_stride;
@@ -21,22 +32,11 @@ struct FwdParams {
   float scale_log2;       // softmax_scale * log2(e): scores live in the exp2 domain
   float softmax_scale;
 
-  // Block-sparse layout (mask: block_sparse; null otherwise): the list of query block qb of
-  // (b, h) has block_counts[e] entries at block_indices + e * layout_max_blocks, where
-  // e = b * layout_batch_stride + h * layout_head_stride + qb (a broadcast dimension has
-  // stride 0).
-  const int* block_counts;
-  const int* block_indices;
-  long long layout_batch_stride, layout_head_stride;
-  int layout_max_blocks;
+  BlockSparseLayout block_sparse;
 
   // Variable-length batches: batch + 1 prefix sums of the sequence lengths, or both null.
   // Sequence b is rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1 of packed tensors; seqlen_q and
   // seqlen_k above are then the longest sequence's, and LSE is [heads_q, total_q].
   const int* cu_seqlens_q;
   const int* cu_seqlens_k;
-
-  // The sm90 kernel's persistent-grid tile counter (one int, zero between launches; the
-  // kernel leaves it at zero). Unused by the sm80 kernel.
-  int* tile_counter;
 };

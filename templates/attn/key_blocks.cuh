@@ -13,8 +13,8 @@
 // kPatternStride, kPatternGlobal.
 #pragma once
 
-#include "fwd_params.cuh"
-#include "softmax.cuh"
+#include "mask.cuh"
+#include "params.cuh"
 
 namespace fj {
 
@@ -76,19 +76,20 @@ struct KeySteps {
   int key_end = 0;
 };
 
-// The steps of the CTA whose rows start at m0 (within its sequence) and see `keys`.
+// The steps of the CTA whose rows start at m0 (within its sequence) and see `keys`; `layout`
+// is read only under kBlockSparse.
 template <class Cfg>
-__device__ __forceinline__ KeySteps key_steps(const FwdParams& p, int batch, int head, int m0,
-                                              KeyRange keys) {
+__device__ __forceinline__ KeySteps key_steps(const BlockSparseLayout& layout, int batch,
+                                              int head, int m0, KeyRange keys) {
   using T = KeyTiling<Cfg>;
   KeySteps ks;
   ks.key_end = keys.end;
   ks.key_blocks = keys.end > 0 ? (keys.end + T::kBlockKeys - 1) / T::kBlockKeys : 0;
   if constexpr (Cfg::kBlockSparse) {
-    const long long entry = batch * p.layout_batch_stride + head * p.layout_head_stride +
-                            m0 / Cfg::kMaskBlockQ;
-    ks.runs.count1 = min(max(p.block_counts[entry], 0), p.layout_max_blocks);
-    ks.runs.list = p.block_indices + entry * p.layout_max_blocks;
+    const long long entry =
+        batch * layout.batch_stride + head * layout.head_stride + m0 / Cfg::kMaskBlockQ;
+    ks.runs.count1 = min(max(layout.counts[entry], 0), layout.max_blocks);
+    ks.runs.list = layout.indices + entry * layout.max_blocks;
   } else if constexpr (Cfg::kPattern != Pattern::kNone) {
     ks.runs = pattern_runs<Cfg>(m0 / Cfg::kMaskBlockQ, ks.key_blocks);
   } else {

@@ -3,37 +3,40 @@
 // and columns past the head dim are zero-filled, so padded MMA tiles contribute nothing.
 #pragma once
 
-#include "common.cuh"
+#include "../arch/sm80.cuh"
 
 namespace fj {
 
 __host__ __device__ constexpr int pow2_ceil(int x) { return x <= 1 ? 1 : 2 * pow2_ceil((x + 1) / 2); }
 
-// Copies one chunk of up to ALIGN bytes; `valid` (0..ALIGN/2) elements are read, the rest of
-// the chunk is zero-filled.
-template <int ALIGN>
-__device__ __forceinline__ void copy_chunk(u16* dst, const u16* src, int valid) {
+// Copies one chunk of up to ALIGN bytes; `valid` (0..ALIGN / sizeof(T)) elements are read,
+// the rest of the chunk is zero-filled. cp.async copies 4, 8 or 16 bytes: a narrower chunk is
+// one element, copied synchronously.
+template <int ALIGN, class T>
+__device__ __forceinline__ void copy_chunk(T* dst, const T* src, int valid) {
   if constexpr (ALIGN >= 4) {
-    cp_async<ALIGN>(dst, src, valid * 2);
+    cp_async<ALIGN>(dst, src, valid * static_cast<int>(sizeof(T)));
   } else {
-    *dst = valid > 0 ? *src : u16(0);
+    static_assert(ALIGN == sizeof(T), "a synchronous chunk is one element");
+    *dst = valid > 0 ? *src : T(0);
   }
 }
 
-// Copies a ROWS x COLS tile (COLS a multiple of 16) into shared memory with a row stride of
-// SMEM_STRIDE elements. Row r of the source starts at src + r * src_stride; only rows
-// r < rows_valid and columns c < cols_valid are read. ALIGN is the byte alignment of every
-// source row start (the generator proves it from the call's pointers and strides): 16, 8
-// and 4 use cp.async of that width; 2 falls back to synchronous 16-bit copies.
+// Copies a ROWS x COLS tile of elements T (COLS a multiple of 16) into shared memory with a
+// row stride of SMEM_STRIDE elements. Row r of the source starts at src + r * src_stride; only
+// rows r < rows_valid and columns c < cols_valid are read. ALIGN is the byte alignment of
+// every source row start (the generator proves it from the call's pointers and strides): 16,
+// 8 and 4 use cp.async of that width; the size of one element falls back to synchronous
+// copies.
 //
 // Each thread keeps one fixed column for the whole tile and steps down the rows, so its
 // addresses are one base plus a constant stride per step: precomputing a separate address
 // for every chunk would pin dozens of registers across the main loop.
-template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN>
-__device__ __forceinline__ void load_tile(u16* smem, const u16* src, long long src_stride,
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, class T>
+__device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_stride,
                                           int rows_valid, int cols_valid, int tid) {
-  constexpr int kVec = ALIGN / 2;                       // elements per chunk
-  constexpr int kSlots = pow2_ceil(COLS / kVec);        // chunk slots per row (a power of 2)
+  constexpr int kVec = ALIGN / static_cast<int>(sizeof(T));  // elements per chunk
+  constexpr int kSlots = pow2_ceil(COLS / kVec);  // chunk slots per row (a power of 2)
   if constexpr (kSlots <= THREADS) {
     constexpr int kRowsPerStep = THREADS / kSlots;
     constexpr int kSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
@@ -45,7 +48,7 @@ __device__ __forceinline__ void load_tile(u16* smem, const u16* src, long long s
     // A running pointer: per-step offsets hoisted out of the main loop would each hold a
     // 64-bit register for the whole kernel.
     const long long step_stride = kRowsPerStep * src_stride;
-    const u16* from = src + row0 * src_stride + col;
+    const T* from = src + row0 * src_stride + col;
     // Narrow copies need many steps; unrolling all of them would hold one address a step.
 #pragma unroll(ALIGN == 16 ? kSteps : 4)
     for (int step = 0; step < kSteps; ++step) {

@@ -1,24 +1,15 @@
-// Small device-side helpers shared by every code path: integer aliases (NVRTC sees no
-// system headers), shared-memory addressing and the Ampere asynchronous copy instructions.
+// Ampere (sm_80 and later) instructions as inline PTX: the asynchronous global->shared copy,
+// ldmatrix and the m16n8k16 tensor-core product. The sm80 kernel also runs on Hopper, so
+// every target from sm_80 on may include this.
 #pragma once
 
-typedef unsigned int u32;
-typedef unsigned short u16;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "templates/arch/sm80.cuh needs sm_80 or later (cp.async, ldmatrix, mma.sync bf16)"
+#endif
+
+#include "common.cuh"
 
 namespace fj {
-
-__device__ __forceinline__ u32 smem_u32(const void* ptr) {
-  return static_cast<u32>(__cvta_generic_to_shared(ptr));
-}
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
-
-// 2^x with the hardware approximation (relative error ~2^-22); 2^-inf = +0.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Asynchronous global->shared copy of BYTES bytes, of which only the first src_bytes are
 // read; the rest of the destination is zero-filled (sequence ends, head-dim padding).
@@ -57,5 +48,24 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+
+// D (16x8 fp32) += A (16x16, row-major fragment) * B (16x8, column-major fragment), for each
+// 16-bit input type.
+#define FJ_MMA_M16N8K16(TYPE)                                                               \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "                        \
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                   \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                      \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const u32 (&a)[4], u32 b0,
+                                                 u32 b1) {
+  FJ_MMA_M16N8K16("f16");
+}
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const u32 (&a)[4], u32 b0,
+                                                  u32 b1) {
+  FJ_MMA_M16N8K16("bf16");
+}
+
+#undef FJ_MMA_M16N8K16
 
 }  // namespace fj

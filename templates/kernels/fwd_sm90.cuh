@@ -22,7 +22,7 @@
 // Tiles are 64-column panels (128 bytes a row, TMA's 128-byte swizzle span); columns past
 // the head dim and rows past the sequence end arrive as zeros from TMA.
 // Block masks (block_sparse, pattern) choose whole key tiles, as in the sm80 kernel: the
-// producer and both consumers walk the same visited tiles (templates/key_blocks.cuh), the
+// producer and both consumers walk the same visited tiles (templates/attn/key_blocks.cuh), the
 // CTA's i-th K/V tile (counted over all its tiles) in ring slot i % kStages, so a hidden tile
 // never leaves a gap in the ring.
 //
@@ -32,21 +32,24 @@
 // kPatternGlobal, kVarlen.
 #pragma once
 
-#include "common.cuh"
-#include "dtype.cuh"
+#include "../arch/sm90.cuh"
+#include "../attn/epilogue.cuh"
+#include "../attn/key_blocks.cuh"
+#include "../attn/mask.cuh"
+#include "../attn/softmax.cuh"
+#include "../tile/element.cuh"
 #include "fwd_params.cuh"
-#include "hopper.cuh"
-#include "key_blocks.cuh"
-#include "softmax.cuh"
 
 namespace fj {
 
 template <class Cfg>
 struct Sm90FwdLayout {
+  using Element = typename Cfg::Element;
   static constexpr int kThreads = 384;        // producer + two consumer warp groups
   static constexpr int kConsumerRows = 64;    // wgmma M: query rows per consumer
-  static constexpr int kQkPanels = (Cfg::kDqkPad + 63) / 64;
-  static constexpr int kVPanels = (Cfg::kDvSlice + 63) / 64;
+  // Rows are cut into panels of 128 bytes, the span of TMA's 128-byte swizzle.
+  static constexpr int kQkPanels = (Cfg::kDqkPad * Element::kBytes + 127) / 128;
+  static constexpr int kVPanels = (Cfg::kDvSlice * Element::kBytes + 127) / 128;
   static constexpr int kPanelRowBytes = 128;
   static constexpr int kQBytes = kQkPanels * Cfg::kBlockM * kPanelRowBytes;
   static constexpr int kKPanelBytes = Cfg::kBlockN * kPanelRowBytes;
@@ -65,13 +68,15 @@ struct Sm90FwdLayout {
 
   static constexpr int kSTiles = Cfg::kBlockN / 8;    // n8 tiles of S
   static constexpr int kOTiles = Cfg::kDvSlice / 8;   // n8 tiles of O
-  static constexpr int kQkSteps = Cfg::kDqkPad / 16;  // k16 steps of Q K^T
-  static constexpr int kPvSteps = Cfg::kBlockN / 16;  // k16 steps of P V
+  static constexpr int kQkSteps = Cfg::kDqkPad / Element::kMmaK;  // k steps of Q K^T
+  static constexpr int kPvSteps = Cfg::kBlockN / Element::kMmaK;  // k steps of P V
 
   static_assert(Cfg::kBlockM == 2 * kConsumerRows, "two consumer warp groups of 64 rows");
   static_assert(Cfg::kBlockN % 16 == 0 && Cfg::kBlockN <= 256, "wgmma N, and P in k16 steps");
   static_assert(Cfg::kDvSlice % 16 == 0 && Cfg::kDvSlice <= 256, "wgmma N of O");
   static_assert(Cfg::kStages >= 2, "the ring needs two slots");
+  static_assert(Element::kBytes == 2 && Element::kMmaK == 16,
+                "P is k16 steps of two elements a register (pack_p), as wgmma's RS wants");
 };
 
 namespace sm90 {
@@ -189,7 +194,7 @@ struct TileScheduler {
     }
     b.diag = b.seqlen_k - b.seqlen_q;  // bottom-right alignment: row i sees keys <= i + diag
     b.keys = b.m0 < b.seqlen_q
-                 ? key_steps<Cfg>(p, b.batch, b.head, b.m0,
+                 ? key_steps<Cfg>(p.block_sparse, b.batch, b.head, b.m0,
                                   visible_keys<Cfg>(b.m0, Cfg::kBlockM, b.seqlen_k, b.diag))
                  : KeySteps{};
     return b;
@@ -206,6 +211,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
                                         const TileScheduler<Cfg>& sched, const TmaDesc* tm_q,
                                         const TmaDesc* tm_k, const TmaDesc* tm_v) {
   using L = Sm90FwdLayout<Cfg>;
+  constexpr int kPanelCols = L::kPanelRowBytes / Cfg::Element::kBytes;  // TMA box columns
   const int lane = threadIdx.x % 32;
   int tile = blockIdx.x, it = 0;
 #pragma unroll 1
@@ -225,12 +231,12 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
         mbar_arrive_expect_tx(sm.k_full(slot), L::kKBytes);
 #pragma unroll 1
         for (int panel = 0; panel < L::kQkPanels; ++panel)
-          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * 64, b.k_start + key0,
-                      b.kv_head, b.tma_batch, sm.k_full(slot));
+          tma_load_4d(sm.k(slot) + panel * L::kKPanelBytes, tm_k, panel * kPanelCols,
+                      b.k_start + key0, b.kv_head, b.tma_batch, sm.k_full(slot));
         mbar_arrive_expect_tx(sm.v_full(slot), L::kVBytes);
 #pragma unroll 1
         for (int panel = 0; panel < L::kVPanels; ++panel)
-          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * 64,
+          tma_load_4d(sm.v(slot) + panel * L::kKPanelBytes, tm_v, b.v_col0 + panel * kPanelCols,
                       b.k_start + key0, b.kv_head, b.tma_batch, sm.v_full(slot));
         ++it;
       };
@@ -248,7 +254,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
           mbar_arrive_expect_tx(sm.q_full(c), L::kQHalfBytes);
 #pragma unroll 1
           for (int panel = 0; panel < L::kQkPanels; ++panel)
-            tma_load_4d(sm.q_half(c, panel), tm_q, panel * 64,
+            tma_load_4d(sm.q_half(c, panel), tm_q, panel * kPanelCols,
                         b.q_start + b.m0 + c * L::kConsumerRows, b.head, b.tma_batch,
                         sm.q_full(c));
         } else {
@@ -269,33 +275,38 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const FwdParams& p,
   }
 }
 
-// S = Q K^T for this consumer's 64 rows: one wgmma of N = kBlockN per k16 step; the step
-// advances 32 bytes inside a 128-byte panel row, then moves to the next panel.
+// S = Q K^T for this consumer's 64 rows: one wgmma of N = kBlockN per k step; the step
+// advances kStepBytes (32) inside a 128-byte panel row, then moves to the next panel.
 template <class Cfg>
 __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 8][4], u32 q_tile, u32 k_tile) {
   using L = Sm90FwdLayout<Cfg>;
+  using Element = typename Cfg::Element;
+  constexpr int kStepBytes = Element::kMmaK * Element::kBytes;
+  constexpr int kStepsPerPanel = L::kPanelRowBytes / kStepBytes;
   const u64 q_desc = smem_desc_sw128(q_tile, 16, 1024);
 #pragma unroll
   for (int t = 0; t < L::kQkSteps; ++t) {
-    const u32 in_panel = (t % 4) * 32;
+    const u32 in_panel = (t % kStepsPerPanel) * kStepBytes;
     // Q's descriptors are the same every key block; built here, in the loop, so that the
     // compiler cannot keep all kQkSteps of them live across it (64 bits each).
-    const u64 a = desc_advance(q_desc, (t / 4) * Cfg::kBlockM * L::kPanelRowBytes + in_panel);
-    const u64 b = smem_desc_sw128(k_tile + (t / 4) * L::kKPanelBytes + in_panel, 16, 1024);
+    const int panel = t / kStepsPerPanel;
+    const u64 a = desc_advance(q_desc, panel * Cfg::kBlockM * L::kPanelRowBytes + in_panel);
+    const u64 b = smem_desc_sw128(k_tile + panel * L::kKPanelBytes + in_panel, 16, 1024);
     Wgmma<Cfg::kBlockN>::ss(s, a, b, t > 0);
   }
 }
 
 // O += P V: P's k16 step t is the S accumulator's n8 tiles 2t and 2t+1 (no shuffles); V is
-// MN-major, 16 keys = 2048 bytes a step, its 64-column panels kKPanelBytes apart.
+// MN-major, kMmaK (16) keys = 2048 bytes a step, its 64-column panels kKPanelBytes apart.
 template <class Cfg>
 __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kDvSlice / 8][4],
                                          const u32 (&p)[Cfg::kBlockN / 16][4], u32 v_tile) {
   using L = Sm90FwdLayout<Cfg>;
+  constexpr int kStepBytes = Cfg::Element::kMmaK * L::kPanelRowBytes;
 #pragma unroll
   for (int t = 0; t < L::kPvSteps; ++t)
-    Wgmma<Cfg::kDvSlice>::rs(o, p[t], smem_desc_sw128(v_tile + t * 2048, L::kKPanelBytes, 1024),
-                             true);
+    Wgmma<Cfg::kDvSlice>::rs(
+        o, p[t], smem_desc_sw128(v_tile + t * kStepBytes, L::kKPanelBytes, 1024), true);
 }
 
 template <class Cfg>
@@ -405,8 +416,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const Block& b, con
   // seqlen_q], or with cu_seqlens [heads_q, total_q].
   const int tile_row = rows0 + warp * 16;
   const long long o_row0 = Cfg::kVarlen ? b.q_start * p.o_seq_stride : b.batch * p.o_batch_stride;
-  u16* o_rows = static_cast<u16*>(p.o) + o_row0 + b.head * p.o_head_stride +
-                tile_row * p.o_seq_stride + b.v_col0;
+  using Storage = typename Cfg::Element::Storage;
+  Storage* o_rows = static_cast<Storage*>(p.o) + o_row0 + b.head * p.o_head_stride +
+                    tile_row * p.o_seq_stride + b.v_col0;
   const long long lse_row0 =
       Cfg::kVarlen ? static_cast<long long>(b.head) * p.cu_seqlens_q[p.batch] + b.q_start
                    : (static_cast<long long>(b.batch) * p.heads_q + b.head) * p.seqlen_q;

@@ -4,9 +4,13 @@
 // are generated into the program by generator/wgmma_emit.cpp as specialisations of Wgmma<N>.
 #pragma once
 
-#include "common.cuh"
+// NVRTC defines __CUDA_ARCH_FEAT_SM90_ALL for sm_90a only: plain sm_90 lacks wgmma and
+// setmaxnreg.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "templates/arch/sm90.cuh needs the target sm_90a (wgmma, setmaxnreg, TMA)"
+#endif
 
-typedef unsigned long long u64;
+#include "common.cuh"
 
 namespace fj {
 

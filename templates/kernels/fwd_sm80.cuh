@@ -21,41 +21,42 @@
 // kPatternStride, kPatternGlobal, kVarlen.
 #pragma once
 
-#include "common.cuh"
-#include "dtype.cuh"
+#include "../arch/sm80.cuh"
+#include "../attn/epilogue.cuh"
+#include "../attn/key_blocks.cuh"
+#include "../attn/mask.cuh"
+#include "../attn/softmax.cuh"
+#include "../tile/element.cuh"
+#include "../tile/load.cuh"
+#include "../tile/mma.cuh"
+#include "../tile/smem_layout.cuh"
 #include "fwd_params.cuh"
-#include "key_blocks.cuh"
-#include "softmax.cuh"
-#include "tile_load.cuh"
 
 namespace fj {
 
-// A shared-memory row stride, in elements, of an odd number of 16-byte units: the 8 rows an
-// ldmatrix reads then fall into 8 different groups of banks (no conflicts, any head dim).
-__host__ __device__ constexpr int conflict_free_stride(int cols) {
-  const int units = cols / 8;
-  return 8 * (units % 2 == 1 ? units : units + 1);
-}
-
 template <class Cfg>
 struct Sm80FwdLayout {
+  using Element = typename Cfg::Element;
   static constexpr int kThreads = Cfg::kWarps * 32;
   static constexpr int kMTiles = Cfg::kBlockM / (16 * Cfg::kWarps);  // m16 tiles per warp
   static constexpr int kSTiles = Cfg::kBlockN / 8;                   // n8 tiles of S
   static constexpr int kOTiles = Cfg::kDvSlice / 8;                  // n8 tiles of O
-  static constexpr int kQkSteps = Cfg::kDqkPad / 16;                 // k16 steps of Q K^T
-  static constexpr int kPvSteps = Cfg::kBlockN / 16;                 // k16 steps of P V
-  static constexpr int kQkStride = conflict_free_stride(Cfg::kDqkPad);
-  static constexpr int kVStride = conflict_free_stride(Cfg::kDvSlice);
+  static constexpr int kQkSteps = Cfg::kDqkPad / Element::kMmaK;     // k steps of Q K^T
+  static constexpr int kPvSteps = Cfg::kBlockN / Element::kMmaK;     // k steps of P V
+  static constexpr int kQkStride = conflict_free_stride<Element::kBytes>(Cfg::kDqkPad);
+  static constexpr int kVStride = conflict_free_stride<Element::kBytes>(Cfg::kDvSlice);
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
   static constexpr int kKElems = Cfg::kBlockN * kQkStride;
   static constexpr int kVElems = Cfg::kBlockN * kVStride;
-  static constexpr int kSharedBytes = 2 * (kQElems + Cfg::kStages * (kKElems + kVElems));
+  static constexpr int kSharedBytes =
+      Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems));
 
   static_assert(Cfg::kBlockM % (16 * Cfg::kWarps) == 0, "each warp owns whole m16 tiles");
   static_assert(Cfg::kBlockN % 16 == 0, "key blocks are whole k16 steps");
   static_assert(Cfg::kDqkPad % 16 == 0 && Cfg::kDvSlice % 16 == 0, "padded head dims");
   static_assert(Cfg::kStages >= 2, "the pipeline needs two stages");
+  static_assert(Element::kBytes == 2 && Element::kMmaK == 16,
+                "the fragments below are ldmatrix's b16 and mma.sync's m16n8k16");
 
   static constexpr bool kBlockMask = KeyTiling<Cfg>::kBlockMask;
 };
@@ -64,13 +65,15 @@ template <class Cfg>
 __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   using L = Sm80FwdLayout<Cfg>;
   using Element = typename Cfg::Element;
+  using Storage = typename Element::Storage;
+  using Mma = WarpMma<Element>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kMT = L::kMTiles, kST = L::kSTiles, kOT = L::kOTiles;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  u16* s_q = reinterpret_cast<u16*>(smem_raw);
-  u16* s_k = s_q + L::kQElems;
-  u16* s_v = s_k + kStages * L::kKElems;
+  Storage* s_q = reinterpret_cast<Storage*>(smem_raw);
+  Storage* s_k = s_q + L::kQElems;
+  Storage* s_v = s_k + kStages * L::kKElems;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -99,15 +102,15 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   const long long k_row0 = varlen ? k_start * p.k_seq_stride : batch * p.k_batch_stride;
   const long long v_row0 = varlen ? k_start * p.v_seq_stride : batch * p.v_batch_stride;
   const long long o_row0 = varlen ? q_start * p.o_seq_stride : batch * p.o_batch_stride;
-  const u16* q = static_cast<const u16*>(p.q) + q_row0 + head * p.q_head_stride +
+  const Storage* q = static_cast<const Storage*>(p.q) + q_row0 + head * p.q_head_stride +
                  m0 * p.q_seq_stride;
-  const u16* k = static_cast<const u16*>(p.k) + k_row0 + kv_head * p.k_head_stride;
-  const u16* v = static_cast<const u16*>(p.v) + v_row0 + kv_head * p.v_head_stride + v_col0;
+  const Storage* k = static_cast<const Storage*>(p.k) + k_row0 + kv_head * p.k_head_stride;
+  const Storage* v = static_cast<const Storage*>(p.v) + v_row0 + kv_head * p.v_head_stride + v_col0;
 
-  // The key tiles to visit (templates/key_blocks.cuh): step s of the main loop loads and
+  // The key tiles to visit (templates/attn/key_blocks.cuh): step s of the main loop loads and
   // computes the tile at step_key0(s); skipped steps (-1) keep their place in the pipeline.
   const KeySteps steps =
-      key_steps<Cfg>(p, batch, head, m0, visible_keys<Cfg>(m0, kBM, seqlen_k, diag));
+      key_steps<Cfg>(p.block_sparse, batch, head, m0, visible_keys<Cfg>(m0, kBM, seqlen_k, diag));
   const int n_blocks = step_count<Cfg>(steps);  // main-loop steps
 
   float acc_o[kMT][kOT][4];
@@ -160,8 +163,8 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
     const int key0 = step_key0<Cfg>(steps, j);
     if (L::kBlockMask && key0 < 0) continue;
 
-    const u16* tile_k = s_k + (j % kStages) * L::kKElems;
-    const u16* tile_v = s_v + (j % kStages) * L::kVElems;
+    const Storage* tile_k = s_k + (j % kStages) * L::kKElems;
+    const Storage* tile_v = s_v + (j % kStages) * L::kVElems;
 
     // ---- S = Q K^T
     float s[kMT][kST][4];
@@ -189,8 +192,8 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
         ldmatrix_x4(b, smem_u32(tile_k + row * L::kQkStride + col));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          Element::mma(s[mt][2 * np], a[mt], b[0], b[1]);
-          Element::mma(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+          Mma::m16n8k16(s[mt][2 * np], a[mt], b[0], b[1]);
+          Mma::m16n8k16(s[mt][2 * np + 1], a[mt], b[2], b[3]);
         }
       }
     }
@@ -231,8 +234,8 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
         ldmatrix_x4_trans(b, smem_u32(tile_v + row * L::kVStride + col));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          Element::mma(acc_o[mt][2 * op], a[mt], b[0], b[1]);
-          Element::mma(acc_o[mt][2 * op + 1], a[mt], b[2], b[3]);
+          Mma::m16n8k16(acc_o[mt][2 * op], a[mt], b[0], b[1]);
+          Mma::m16n8k16(acc_o[mt][2 * op + 1], a[mt], b[2], b[3]);
         }
       }
     }
@@ -240,7 +243,7 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   cp_async_wait<0>();  // only empty groups can remain; leave none in flight at exit
 
   // ---- epilogue: O / l to the output type, LSE in natural log.
-  u16* o = static_cast<u16*>(p.o) + o_row0 + head * p.o_head_stride + m0 * p.o_seq_stride +
+  Storage* o = static_cast<Storage*>(p.o) + o_row0 + head * p.o_head_stride + m0 * p.o_seq_stride +
            v_col0;
   // LSE is [batch, heads_q, seqlen_q], or with cu_seqlens [heads_q, total_q].
   const long long lse_row0 =

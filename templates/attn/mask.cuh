@@ -1,0 +1,62 @@
+// The masks on scores: which keys a block of query rows can see (causal, sliding window),
+// -inf for the scores it must not, and the compiled-in block patterns. Scores are held as in
+// attn/softmax.cuh.
+#pragma once
+
+#include "../arch/common.cuh"
+
+namespace fj {
+
+// Compiled-in block patterns over query block qb and key block kb (configs/README.md):
+// local: |qb - kb| <= window; strided: qb - kb a multiple of stride; global_local: kb <
+// global, qb < global, or |qb - kb| <= window. Every kernel's KernelConfig names one.
+enum class Pattern { kNone, kLocal, kStrided, kGlobalLocal };
+
+// The keys [begin, end) that any of `rows` query rows from row0 can see: row i sees keys
+// up to i + diag (causal) or i + diag + kWindowRight (window), and from i + diag -
+// kWindowLeft on (window). Key tiles outside that band are never loaded.
+struct KeyRange {
+  int begin, end;
+};
+template <class Cfg>
+__device__ __forceinline__ KeyRange visible_keys(int row0, int rows, int seqlen_k, int diag) {
+  int end = seqlen_k;
+  if (Cfg::kCausal) end = min(end, row0 + rows + diag);
+  if (Cfg::kWindow) end = min(end, row0 + rows + diag + Cfg::kWindowRight);
+  const int begin = Cfg::kWindow ? max(0, row0 + diag - Cfg::kWindowLeft) : 0;
+  return {begin, end};
+}
+
+// -inf for the scores of keys a row must not see: past the sequence end, right of the
+// (bottom-right aligned) diagonal under causal masking, outside the sliding-window band.
+// `row` is the query row of half 0, `key0` the key of column 0, `diag` = seqlen_k - seqlen_q.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int key0,
+                                            int seqlen_k, int diag, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + half * 8;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + j * 8 + (lane % 4) * 2 + e;
+        if (key >= seqlen_k || (Cfg::kCausal && key > r + diag) ||
+            (Cfg::kWindow && (key > r + diag + Cfg::kWindowRight ||
+                              key < r + diag - Cfg::kWindowLeft)))
+          s[j][half * 2 + e] = neg_inf();
+      }
+  }
+}
+
+// Does any of `rows` query rows from `row0` see a masked key in the block [key0, key0 +
+// block_n)? Blocks inside the band skip mask_scores altogether.
+template <class Cfg>
+__device__ __forceinline__ bool block_needs_mask(int row0, int rows, int key0, int block_n,
+                                                 int seqlen_k, int diag) {
+  return key0 + block_n > seqlen_k || (Cfg::kCausal && key0 + block_n - 1 > row0 + diag) ||
+         (Cfg::kWindow && (key0 + block_n - 1 > row0 + diag + Cfg::kWindowRight ||
+                           key0 < row0 + rows - 1 + diag - Cfg::kWindowLeft));
+}
+
+}  // namespace fj

@@ -1,0 +1,34 @@
+// The element types a kernel reads and writes, one struct each: how an element is stored, its
+// size, the K of one tensor-core step, and the conversion of two fp32 values into one 32-bit
+// register of elements. The generator picks one as KernelConfig::Element
+// (generator/emit.cpp); the host's table of the same types must agree on kBytes and kMmaK.
+#pragma once
+
+#include "../arch/common.cuh"
+
+namespace fj {
+
+// The sizes are enumerators rather than static constexpr members: NVRTC (-default-device)
+// emits each of those as a global variable into every program.
+struct Fp16 {
+  using Storage = u16;  // the bits: the kernels only copy elements and convert fp32 to them
+  enum : int { kBytes = 2, kMmaK = 16 };  // kMmaK: mma.sync m16n8k16, wgmma m64nNk16
+  // Two floats into one register: lo in bits 0..15, hi in bits 16..31 (round to nearest).
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+};
+
+struct Bf16 {
+  using Storage = u16;
+  enum : int { kBytes = 2, kMmaK = 16 };
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+};
+
+}  // namespace fj
