@@ -5,6 +5,7 @@
 #include <array>
 
 #include "flashjit/flashjit.h"
+#include "generator/spec_fields.h"
 #include "generator/spec_rules.h"
 #include "generator/tile_heuristic.h"
 
@@ -20,44 +21,6 @@ constexpr int kMaxMaskBlock = 65536;  // keeps block indices times block sizes i
 constexpr std::array kWarpCounts = {1, 2, 4, 8, 12, 16};
 constexpr int kWarpSpecializedWarps = 12;  // the sm90 kernel: producer + two consumer warp groups
 constexpr int kWarpGroupRows = 64;         // query rows of one consumer warp group (wgmma M)
-
-struct FieldAllowed {
-  std::string_view field;
-  std::string_view allowed;
-};
-
-constexpr FieldAllowed kAllowed[] = {
-    {"name", "1 to 64 characters from A-Z a-z 0-9 _ -"},
-    {"head_dim", "an integer in 1..512"},
-    {"head_dim_qk", "an integer in 1..512"},
-    {"head_dim_v", "an integer in 1..512"},
-    {"dtype", "fp16, bf16"},
-    {"causal", "true, false"},
-    {"mask", "none, or one of {sliding_window: {left: L, right: R}}, {block_sparse: {block_q: BQ, "
-             "block_k: BK}}, {pattern: {kind: local|strided|global_local, block: B, ...}}"},
-    {"mask.sliding_window", "a map with both left and right"},
-    {"mask.sliding_window.left", "an integer >= 0: keys visible left of the diagonal"},
-    {"mask.sliding_window.right", "an integer >= 0 (0 with causal): keys visible right of it"},
-    {"mask.block_sparse", "a map with both block_q and block_k"},
-    {"mask.block_sparse.block_q", "a multiple of 16 in 16..65536: query rows per mask block"},
-    {"mask.block_sparse.block_k", "a multiple of 16 in 16..65536: keys per mask block"},
-    {"mask.pattern", "a map with kind, optional block, and the kind's own keys: local: blocks; "
-                     "strided: stride; global_local: global_blocks, window_blocks"},
-    {"mask.pattern.kind", "local, strided, global_local"},
-    {"mask.pattern.block", "a multiple of 16 in 16..65536 (default 128): rows and keys per block"},
-    {"mask.pattern.blocks", "an integer >= 0: key blocks visible on each side of the diagonal"},
-    {"mask.pattern.stride", "an integer >= 1: key blocks whose distance is a multiple of it"},
-    {"mask.pattern.global_blocks", "an integer >= 1: leading blocks that see and are seen by all"},
-    {"mask.pattern.window_blocks", "an integer >= 0: key blocks visible on each side of the diagonal"},
-    {"arch", "auto, sm80, sm90a"},
-    {"hopper", "a map with the key warp_specialization"},
-    {"hopper.warp_specialization", "true, false"},
-    {"tiles", "auto, or a map with all of block_m, block_n, warps, stages"},
-    {"tiles.block_m", "a multiple of 16 in 16..256 that is also a multiple of 16*warps"},
-    {"tiles.block_n", "a multiple of 16 in 16..256"},
-    {"tiles.warps", "1, 2, 4, 8, 16 (the sm80 kernel), 12 (the warp-specialised kernel)"},
-    {"tiles.stages", "an integer in 1..4"},
-};
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -220,9 +183,8 @@ std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& t) {
 }
 
 std::string_view allowed_values(std::string_view field) {
-  for (const auto& entry : kAllowed)
-    if (entry.field == field) return entry.allowed;
-  return {};
+  const SpecField* row = find_spec_field(field);
+  return row ? row->allowed : std::string_view();
 }
 
 std::optional<SpecProblem> find_spec_problem(const Spec& spec) {
