@@ -18,6 +18,14 @@ constexpr int kMmaRows = 16;  // rows of one mma.sync m16n8k16 tile: the unit of
 constexpr int kMaxBlock = 256;
 constexpr int kMaxStages = 4;
 constexpr int kMaxMaskBlock = 65536;  // keeps block indices times block sizes in int range
+// The largest window (keys) and pattern block count (blocks, stride, global_blocks,
+// window_blocks). The kernels (templates/softmax.cuh, key_blocks.cuh) and the fp64 reference
+// (verify/reference.cpp) add and subtract these to positions in int: row + diag + right,
+// row + diag - left, qb + blocks + 1, qb - blocks, blocks - first + stride - 1. Positions and
+// diag = seqlen_k - seqlen_q lie within +-2^30 (a sequence of 2^30 rows of Q alone fills a
+// 128 GiB GPU at head dim 64), block indices within 2^26; one term up to 2^30 more keeps each
+// sum inside int. A wider window than any sequence hides nothing more.
+constexpr int kMaxMaskSpan = 1 << 30;
 constexpr std::array kWarpCounts = {1, 2, 4, 8, 12, 16};
 constexpr int kWarpSpecializedWarps = 12;  // the sm90 kernel: producer + two consumer warp groups
 constexpr int kWarpGroupRows = 64;         // query rows of one consumer warp group (wgmma M)
@@ -71,6 +79,16 @@ std::optional<SpecProblem> enum_problem(const Spec& spec) {
   return std::nullopt;
 }
 
+// A window or block count: at least `min` (0 or 1) and at most kMaxMaskSpan.
+std::optional<SpecProblem> span_problem(std::string_view field, int value, int min) {
+  if (value < min)
+    return problem(field, min == 0 ? fmt::format("{} is negative", value)
+                                   : fmt::format("{} is below {}", value, min));
+  if (value > kMaxMaskSpan)
+    return problem(field, fmt::format("{} is above {} (2^30)", value, kMaxMaskSpan));
+  return std::nullopt;
+}
+
 std::optional<SpecProblem> mask_block_problem(std::string_view field, int value) {
   if (value < kMmaRows || value > kMaxMaskBlock || value % kMmaRows != 0)
     return problem(field, fmt::format("{} is not a multiple of 16 in 16..65536", value));
@@ -114,17 +132,15 @@ std::optional<SpecProblem> block_mask_problem(const Spec& spec) {
   if (!global_local && spec.pattern_global != 0)
     return problem("mask.pattern.kind", fmt::format("pattern_global is set but the kind is {}",
                                                     to_string(spec.pattern)));
-  if (local && spec.pattern_window < 0)
-    return problem("mask.pattern.blocks", fmt::format("{} is negative", spec.pattern_window));
-  if (strided && spec.pattern_stride < 1)
-    return problem("mask.pattern.stride", fmt::format("{} is below 1", spec.pattern_stride));
+  if (local) return span_problem("mask.pattern.blocks", spec.pattern_window, 0);
+  if (strided) return span_problem("mask.pattern.stride", spec.pattern_stride, 1);
   if (global_local && spec.pattern_global < 1)
     return problem("mask.pattern.global_blocks",
                    fmt::format("{} is below 1 (without global blocks use kind: local)",
                                spec.pattern_global));
-  if (global_local && spec.pattern_window < 0)
-    return problem("mask.pattern.window_blocks", fmt::format("{} is negative", spec.pattern_window));
-  return std::nullopt;
+  if (global_local)
+    if (auto p = span_problem("mask.pattern.global_blocks", spec.pattern_global, 1)) return p;
+  return span_problem("mask.pattern.window_blocks", spec.pattern_window, 0);
 }
 
 std::optional<SpecProblem> window_problem(const Spec& spec) {
@@ -135,10 +151,8 @@ std::optional<SpecProblem> window_problem(const Spec& spec) {
                                          to_string(spec.mask)));
     return std::nullopt;
   }
-  if (spec.window_left < 0)
-    return problem("mask.sliding_window.left", fmt::format("{} is negative", spec.window_left));
-  if (spec.window_right < 0)
-    return problem("mask.sliding_window.right", fmt::format("{} is negative", spec.window_right));
+  if (auto p = span_problem("mask.sliding_window.left", spec.window_left, 0)) return p;
+  if (auto p = span_problem("mask.sliding_window.right", spec.window_right, 0)) return p;
   if (spec.causal && spec.window_right != 0)
     return problem("mask.sliding_window.right",
                    fmt::format("{} with causal: true, which hides every key right of the "

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -53,6 +54,8 @@ std::string word_of(const gen::MemberValue& value) {
       },
       value);
 }
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 std::vector<std::string_view> keys_of(const std::vector<const SpecField*>& rows) {
   std::vector<std::string_view> keys;
@@ -355,15 +358,21 @@ class SpecReader {
     return e.value.Scalar();
   }
 
+  // Decimal digits with an optional sign, as YAML 1.2 reads them: 064 is 64 (yaml-cpp would
+  // read octal 52), and 0x40, 1_000 or 1e3 are refused rather than converted.
   int integer(const Entry& e) const {
     if (e.value.IsScalar() && !is_plain_scalar(e.value))
       fail(e, fmt::format("expected an integer, got the quoted string \"{}\"", e.value.Scalar()));
     if (!e.value.IsScalar()) fail(e, fmt::format("expected an integer, got {}", describe(e.value)));
-    try {
-      return e.value.as<int>();
-    } catch (const YAML::BadConversion&) {
+    const std::string& text = e.value.Scalar();
+    std::string_view digits = text;
+    if (digits.starts_with('+') || digits.starts_with('-')) digits.remove_prefix(1);
+    int value = 0;
+    const char* begin = text.data() + (text.starts_with('+') ? 1 : 0);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit) ||
+        std::from_chars(begin, text.data() + text.size(), value).ec != std::errc())
       fail(e, fmt::format("expected an integer, got {}", describe(e.value)));
-    }
+    return value;
   }
 
   // YAML 1.2 booleans only: "yes", "on" and friends are YAML 1.1 surprises.
@@ -394,6 +403,53 @@ class SpecReader {
   std::string source_;
   std::map<std::string, Origin, std::less<>> origins_;
 };
+
+constexpr std::string_view kYamlAllowed = "YAML `key: value` lines (see configs/README.md)";
+
+// YAML breaks lines at LF, CRLF and a lone CR; yaml-cpp only at LF, so a file with lone CRs
+// would be one line and a comment on it would hide the rest. Every break becomes LF.
+std::string with_lf_breaks(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      out += text[i];
+    } else {
+      out += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    }
+  }
+  return out;
+}
+
+// A spec is one YAML document. yaml-cpp reads the first and ignores what follows a `---` or
+// `...` marker, and takes a `%` line for a directive that ends the document, so those lines
+// are refused here (YAML lets them start only at column 1): a leading `---` alone is kept.
+void check_one_document(const std::string& text, const std::string& source) {
+  const auto fail = [&](int line, std::string_view what) {
+    throw Error(ErrorKind::Spec, fmt::format("{}:{}:1: yaml: {}; allowed: one document, {}",
+                                             source, line, what, kYamlAllowed));
+  };
+  const auto is_marker = [](std::string_view line, std::string_view marker) {
+    return line.substr(0, 3) == marker &&
+           (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+  };
+  bool content = false;  // a line other than blanks and comments seen
+  std::istringstream in(text);
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (line.starts_with('%')) fail(number, "a directive line ('%...') is not read");
+    if (is_marker(line, "---")) {
+      if (content) fail(number, "a second document ('---') is not read");
+      content = true;
+      continue;
+    }
+    if (is_marker(line, "...")) fail(number, "text after a document end ('...') is not read");
+    const auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] != '#') content = true;
+  }
+}
 
 // Prints the rows under `path` as the values of a map already begun on `out`.
 void print_rows(YAML::Emitter& out, const Spec& spec, std::string_view path);
@@ -435,14 +491,15 @@ void print_rows(YAML::Emitter& out, const Spec& spec, std::string_view path) {
 }  // namespace
 
 Spec Spec::from_yaml(const std::string& text, const std::string& source) {
+  const std::string lines = with_lf_breaks(text);
+  check_one_document(lines, source);
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    root = YAML::Load(lines);
   } catch (const YAML::ParserException& e) {
-    throw Error(
-        ErrorKind::Spec,
-        fmt::format("{}:{}:{}: yaml: {}; allowed: YAML `key: value` lines (see configs/README.md)",
-                    source, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw Error(ErrorKind::Spec, fmt::format("{}:{}:{}: yaml: {}; allowed: {}", source,
+                                             e.mark.line + 1, e.mark.column + 1, e.msg,
+                                             kYamlAllowed));
   }
   return SpecReader(source).read(root);
 }
