@@ -27,6 +27,15 @@ using MemberValue = std::variant<std::string, int, bool, DType, Arch, MaskKind, 
 MemberValue value_of(const Spec& spec, const Member& member);
 void assign(Spec& spec, const Member& member, const MemberValue& value);
 
+// The integers a row accepts; validation (spec.cpp) checks them whenever the row applies.
+struct IntRange {
+  int min = 0, max = 0;
+  int step = 1;  // > 1: multiples of it only (block sizes: whole 16-row MMA tiles)
+  // A window or block count, bounded only so that no int arithmetic overflows: its messages
+  // say "is negative" / "is above" rather than "is out of range".
+  bool count = false;
+};
+
 enum class Node {
   Value,  // a scalar, stored in the row's members
   Map,    // a map of the rows under it, or `word` alone for "the defaults"
@@ -45,6 +54,7 @@ struct SpecField {
   // not part of the key or another row already puts its member there.
   std::string_view hash_key{};
   std::string_view allowed{};  // shown after "allowed:" in messages about this key
+  std::optional<IntRange> range{};  // an integer row's bounds
   bool required = false;     // must be given whenever its map is (and the row applies)
   // A key that stands for others (head_dim for head_dim_qk + head_dim_v): given alone or
   // they are given together; it writes their members and is never printed.

@@ -137,7 +137,7 @@ class SpecReader {
                          : fmt::format("expected a map of fields, got {}", describe(root)),
            fmt::format("a map with the keys {}", fmt::join(keys_of(top), ", ")));
     Spec spec;
-    read_map(root, root.Mark(), Entry{"", "spec", root, root.Mark()}, top, spec);
+    read_map(Entry{"", "spec", root, root.Mark()}, top, spec);
     if (spec.name.empty()) spec.name = gen::default_spec_name(spec);
     if (auto p = gen::find_spec_problem(spec)) fail_at_origin(*p, root.Mark());
     return spec;
@@ -191,13 +191,11 @@ class SpecReader {
     return out;
   }
 
-  // The map `map` (the value of the entry `owner`, or the document) holding the rows `rows`:
-  // its selector first, then the other keys in the user's order, then what is missing.
-  void read_map(const YAML::Node& map, const YAML::Mark& root_mark, const Entry& owner,
-                const std::vector<const SpecField*>& rows, Spec& spec) {
+  // The map that is the value of `owner` (an entry, or the whole document) and holds the rows
+  // `rows`: its selector first, then the other keys in the user's order, then what is missing.
+  void read_map(const Entry& owner, const std::vector<const SpecField*>& rows, Spec& spec) {
     const std::string prefix = owner.key.empty() ? "" : owner.field + ".";
-    const std::vector<std::string_view> keys = keys_of(rows);
-    std::vector<Entry> items = entries(map, prefix, keys);
+    const std::vector<Entry> items = entries(owner.value, prefix, keys_of(rows));
     const auto row_of = [&](const Entry& item) {
       return *std::find_if(rows.begin(), rows.end(),
                            [&](const SpecField* r) { return r->key() == item.key; });
@@ -208,7 +206,7 @@ class SpecReader {
     const SpecField* selector = nullptr;
     for (const SpecField* row : rows)
       if (row->selector) selector = row;
-    std::string selected;  // " (kind local)" in messages about the selector's keys
+    std::string selected;  // the selector's value ("local"), for messages
     if (selector) {
       auto it = std::find_if(items.begin(), items.end(),
                              [&](const Entry& e) { return e.key == selector->key(); });
@@ -238,7 +236,7 @@ class SpecReader {
       fail(owner, fmt::format("{} missing from the map{}", fmt::join(missing, ", "),
                               selector ? fmt::format(" ({} {})", selector->key(), selected) : ""));
     for (const SpecField* row : rows)
-      if (!row->alias_of.empty()) check_alias(*row, items, root_mark);
+      if (!row->alias_of.empty()) check_alias(*row, items, owner.mark());
   }
 
   void read_row(const SpecField& row, const Entry& e, Spec& spec) {
@@ -293,7 +291,7 @@ class SpecReader {
                                : fmt::format("expected {} or a map, got {}", row.word,
                                              describe(e.value)));
     if (row.selects) spec.mask = *row.selects;
-    read_map(e.value, e.mark(), e, gen::spec_fields_under(row.path), spec);
+    read_map(e, gen::spec_fields_under(row.path), spec);
     if (row.check)
       if (auto p = row.check(spec)) fail_at_origin(*p, e.mark());
   }
@@ -325,7 +323,7 @@ class SpecReader {
   // An alias alone, or the keys it stands for together (head_dim, or head_dim_qk and
   // head_dim_v).
   void check_alias(const SpecField& alias, const std::vector<Entry>& items,
-                   const YAML::Mark& root_mark) const {
+                   const YAML::Mark& map_mark) const {
     auto find = [&](std::string_view key) -> const Entry* {
       auto it = std::find_if(items.begin(), items.end(),
                              [&](const Entry& e) { return e.key == key; });
@@ -349,7 +347,7 @@ class SpecReader {
     if (both || absent.empty()) return;
     if (present)
       fail(present->key_mark, absent, fmt::format("missing, {} needs it", present->key), choice);
-    fail(root_mark, alias.key(), "missing", choice);
+    fail(map_mark, alias.key(), "missing", choice);
   }
 
   std::string scalar(const Entry& e, std::string_view expected) const {

@@ -1,8 +1,10 @@
 // The spec's field table (generator/spec_fields.h): every row parsed, printed and hashed, the
 // shipped configs round-tripped, and the tune key pinned to the hashes it had before the table.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -242,10 +244,40 @@ TEST_CASE("spec fields: the table's shape") {
     }
     if (row.node == gen::Node::Value) CHECK((row.members.empty() != row.alias_of.empty()));
     if (row.selects) CHECK(gen::find_spec_field(row.parent())->node == gen::Node::OneOf);
+    // A row that depends on its map's selector has one to depend on.
+    if (row.applies) {
+      const auto siblings = gen::spec_fields_under(row.parent());
+      CHECK(std::any_of(siblings.begin(), siblings.end(),
+                        [](const gen::SpecField* s) { return s->selector; }));
+    }
   }
   CHECK(gen::find_spec_field("mask.pattern.kind")->selector);
   CHECK(gen::find_spec_field("nothing") == nullptr);
   CHECK(gen::spec_fields_under("hopper").size() == 1);
+}
+
+TEST_CASE("spec fields: integer rows carry their bounds, and their allowed text says them") {
+  for (const gen::SpecField& row : gen::spec_fields()) {
+    if (row.members.empty() || gen::value_of(Spec{}, row.members[0]).index() != 1) continue;
+    INFO(row.path);
+    if (row.path == "tiles.warps") {  // a set of counts, not a range
+      CHECK(!row.range);
+      continue;
+    }
+    REQUIRE(row.range);
+    const std::string bounds = fmt::format("{}..{}", row.range->min, row.range->max);
+    CHECK(row.allowed.find(bounds) != std::string_view::npos);
+    // Validation applies the bounds: one past each end is refused under the row's name.
+    if (row.path.starts_with("tiles.") || row.path.starts_with("head_dim")) {
+      Spec spec = Spec::from_yaml("head_dim: 64\ntiles: {block_m: 64, block_n: 64, warps: 4, "
+                                  "stages: 2}\n");
+      const std::string field = std::string(row.path) + ": ";
+      gen::assign(spec, row.members[0], row.range->max + row.range->step);
+      CHECK_THROWS_WITH_AS(spec.validate(), doctest::Contains(field.c_str()), flashjit::Error);
+      gen::assign(spec, row.members[0], row.range->min - 1);
+      CHECK_THROWS_WITH_AS(spec.validate(), doctest::Contains(field.c_str()), flashjit::Error);
+    }
+  }
 }
 
 TEST_CASE("spec fields: the kernel's constants come from the spec") {
