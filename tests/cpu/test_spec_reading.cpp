@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 #include "flashjit/flashjit.h"
 #include "verify/reference.h"
@@ -91,6 +96,25 @@ TEST_CASE("spec reading: integers are decimal") {
                   "bad.yaml:1:11: head_dim: expected an integer");
   }
   check_refused("head_dim: -064\n", "bad.yaml:1:11: head_dim: -64 is out of range");
+}
+
+TEST_CASE("spec reading: flashjit check reads 064 as 64 and CR breaks as lines") {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() /
+      ("flashjit_spec_reading_" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(file, std::ios::binary) << "# a comment\rhead_dim: 064\rcausal: true\r";
+  const std::string command = std::string("'") + FLASHJIT_CLI_PATH + "' check '" +
+                              file.string() + "' 2>&1";
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    CHECK(pclose(pipe) == 0);
+  }
+  std::filesystem::remove(file);
+  INFO(out);
+  CHECK(out.find("head_dim_qk: 64\n") != std::string::npos);
+  CHECK(out.find("causal: true\n") != std::string::npos);
 }
 
 TEST_CASE("spec reading: windows and block counts are bounded at 2^30") {
