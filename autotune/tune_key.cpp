@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "generator/spec_fields.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/sha256.h"
 
@@ -28,16 +29,8 @@ std::string describe(const GpuIdentity& gpu) {
 }
 
 std::string spec_hash(const Spec& spec) {
-  // One line, fixed field order, versioned: changing what is hashed must change "v2".
-  const std::string canonical = fmt::format(
-      "flashjit-tune-spec-v3;head_dim_qk={};head_dim_v={};dtype={};causal={};mask={};"
-      "window_left={};window_right={};block_q={};block_k={};pattern={};pattern_window={};"
-      "pattern_stride={};pattern_global={};arch={};warp_specialization={}",
-      spec.head_dim_qk, spec.head_dim_v, to_string(spec.dtype), spec.causal ? 1 : 0,
-      to_string(spec.mask), spec.window_left, spec.window_right, spec.block_q, spec.block_k,
-      to_string(spec.pattern), spec.pattern_window, spec.pattern_stride, spec.pattern_global,
-      to_string(spec.arch), spec.warp_specialization ? 1 : 0);
-  return rt::sha256_hex(canonical);
+  // Versioned: changing what is hashed (a hashed row of the field table) must change "v3".
+  return rt::sha256_hex("flashjit-tune-spec-v3;" + gen::canonical_spec_fields(spec));
 }
 
 std::string spec_summary(const Spec& spec) {

@@ -6,22 +6,12 @@
 #include <sstream>
 
 #include "generator/element_types.h"
+#include "generator/spec_fields.h"
 #include "generator/templates.h"
 
 namespace flashjit::gen {
 
 namespace {
-
-// The templates' spelling of each pattern (fj::Pattern in templates/attn/mask.cuh).
-const char* pattern_constant(PatternKind kind) {
-  switch (kind) {
-    case PatternKind::None: return "fj::Pattern::kNone";
-    case PatternKind::Local: return "fj::Pattern::kLocal";
-    case PatternKind::Strided: return "fj::Pattern::kStrided";
-    case PatternKind::GlobalLocal: return "fj::Pattern::kGlobalLocal";
-  }
-  throw Error(ErrorKind::Usage, "unknown pattern kind");
-}
 
 // Appends template `name` to `out`, replacing each `#include "x.cuh"` by x's text (once per
 // file, as #pragma once would) so that the program NVRTC sees needs no include path.
@@ -43,14 +33,12 @@ void inline_template(const std::string& name, std::set<std::string>& done, std::
   }
 }
 
-// The KernelConfig both kernels read: the spec's and the plan's numbers as constexprs.
+// The KernelConfig both kernels read: the spec's constants (spec_fields.h) and the plan's.
 std::string kernel_config(const Plan& plan) {
-  const Spec& s = plan.spec;
   return fmt::format(
       "struct KernelConfig {{\n"
       "  using Element = {};\n"
-      "  static constexpr int kHeadDimQk = {};\n"
-      "  static constexpr int kHeadDimV = {};\n"
+      "{}"
       "  static constexpr int kDqkPad = {};\n"
       "  static constexpr int kDvSlice = {};\n"
       "  static constexpr int kDvSplits = {};\n"
@@ -59,26 +47,13 @@ std::string kernel_config(const Plan& plan) {
       "  static constexpr int kWarps = {};\n"
       "  static constexpr int kStages = {};\n"
       "  static constexpr int kAlign = {};\n"
-      "  static constexpr bool kCausal = {};\n"
-      "  static constexpr bool kWindow = {};\n"
-      "  static constexpr int kWindowLeft = {};\n"
-      "  static constexpr int kWindowRight = {};\n"
-      "  static constexpr bool kBlockSparse = {};\n"
-      "  static constexpr fj::Pattern kPattern = {};\n"
-      "  static constexpr int kMaskBlockQ = {};\n"
-      "  static constexpr int kMaskBlockK = {};\n"
-      "  static constexpr int kPatternWindow = {};\n"
-      "  static constexpr int kPatternStride = {};\n"
-      "  static constexpr int kPatternGlobal = {};\n"
+      "{}"
       "  static constexpr bool kVarlen = {};\n"
       "}};\n",
-      element_type(s.dtype).device_type, s.head_dim_qk, s.head_dim_v, plan.d_qk_pad, plan.dv_slice,
-      plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n, plan.tiles.warps, plan.tiles.stages,
-      plan.call.align_bytes, s.causal ? "true" : "false",
-      s.mask == MaskKind::SlidingWindow ? "true" : "false", s.window_left, s.window_right,
-      s.mask == MaskKind::BlockSparse ? "true" : "false", pattern_constant(s.pattern), s.block_q,
-      s.block_k, s.pattern_window, s.pattern_stride, s.pattern_global,
-      plan.call.varlen ? "true" : "false");
+      element_type(plan.spec.dtype).device_type, spec_constants(plan.spec, ConstantGroup::HeadDims),
+      plan.d_qk_pad, plan.dv_slice, plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n,
+      plan.tiles.warps, plan.tiles.stages, plan.call.align_bytes,
+      spec_constants(plan.spec, ConstantGroup::Mask), plan.call.varlen ? "true" : "false");
 }
 
 }  // namespace

@@ -5,59 +5,19 @@
 #include <array>
 
 #include "flashjit/flashjit.h"
+#include "generator/spec_fields.h"
 #include "generator/spec_rules.h"
 #include "generator/tile_rules.h"
 
 namespace flashjit::gen {
 namespace {
 
-constexpr int kMaxHeadDim = 512;
+// The bounds of single integers are the table's (spec_fields.cpp); these rules are the rest.
 constexpr int kMaxNameLength = 64;
 constexpr int kMmaRows = 16;  // rows of one mma.sync m16n8k16 tile: the unit of block_m/block_n
-constexpr int kMaxBlock = 256;
-constexpr int kMaxStages = 4;
-constexpr int kMaxMaskBlock = 65536;  // keeps block indices times block sizes in int range
 constexpr std::array kWarpCounts = {1, 2, 4, 8, 12, 16};
 constexpr int kWarpSpecializedWarps = 12;  // the sm90 kernel: producer + two consumer warp groups
 constexpr int kWarpGroupRows = 64;         // query rows of one consumer warp group (wgmma M)
-
-struct FieldAllowed {
-  std::string_view field;
-  std::string_view allowed;
-};
-
-constexpr FieldAllowed kAllowed[] = {
-    {"name", "1 to 64 characters from A-Z a-z 0-9 _ -"},
-    {"head_dim", "an integer in 1..512"},
-    {"head_dim_qk", "an integer in 1..512"},
-    {"head_dim_v", "an integer in 1..512"},
-    {"dtype", "fp16, bf16"},
-    {"causal", "true, false"},
-    {"mask", "none, or one of {sliding_window: {left: L, right: R}}, {block_sparse: {block_q: BQ, "
-             "block_k: BK}}, {pattern: {kind: local|strided|global_local, block: B, ...}}"},
-    {"mask.sliding_window", "a map with both left and right"},
-    {"mask.sliding_window.left", "an integer >= 0: keys visible left of the diagonal"},
-    {"mask.sliding_window.right", "an integer >= 0 (0 with causal): keys visible right of it"},
-    {"mask.block_sparse", "a map with both block_q and block_k"},
-    {"mask.block_sparse.block_q", "a multiple of 16 in 16..65536: query rows per mask block"},
-    {"mask.block_sparse.block_k", "a multiple of 16 in 16..65536: keys per mask block"},
-    {"mask.pattern", "a map with kind, optional block, and the kind's own keys: local: blocks; "
-                     "strided: stride; global_local: global_blocks, window_blocks"},
-    {"mask.pattern.kind", "local, strided, global_local"},
-    {"mask.pattern.block", "a multiple of 16 in 16..65536 (default 128): rows and keys per block"},
-    {"mask.pattern.blocks", "an integer >= 0: key blocks visible on each side of the diagonal"},
-    {"mask.pattern.stride", "an integer >= 1: key blocks whose distance is a multiple of it"},
-    {"mask.pattern.global_blocks", "an integer >= 1: leading blocks that see and are seen by all"},
-    {"mask.pattern.window_blocks", "an integer >= 0: key blocks visible on each side of the diagonal"},
-    {"arch", "auto, sm80, sm90a"},
-    {"hopper", "a map with the key warp_specialization"},
-    {"hopper.warp_specialization", "true, false"},
-    {"tiles", "auto, or a map with all of block_m, block_n, warps, stages"},
-    {"tiles.block_m", "a multiple of 16 in 16..256 that is also a multiple of 16*warps"},
-    {"tiles.block_n", "a multiple of 16 in 16..256"},
-    {"tiles.warps", "1, 2, 4, 8, 16 (the sm80 kernel), 12 (the warp-specialised kernel)"},
-    {"tiles.stages", "an integer in 1..4"},
-};
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -79,15 +39,21 @@ std::optional<SpecProblem> name_problem(const std::string& name) {
   return std::nullopt;
 }
 
-std::optional<SpecProblem> head_dim_problem(std::string_view field, int value) {
-  if (value < 1 || value > kMaxHeadDim)
+// The table's bounds for the integer row at `field` (it has them), applied to `value`.
+std::optional<SpecProblem> range_problem(std::string_view field, int value) {
+  const IntRange& r = *find_spec_field(field)->range;
+  if (r.step > 1) {
+    if (value < r.min || value > r.max || value % r.step != 0)
+      return problem(field, fmt::format("{} is not a multiple of {} in {}..{}", value, r.step,
+                                        r.min, r.max));
+  } else if (r.count) {
+    if (value < r.min)
+      return problem(field, r.min == 0 ? fmt::format("{} is negative", value)
+                                       : fmt::format("{} is below {}", value, r.min));
+    if (value > r.max) return problem(field, fmt::format("{} is above {}", value, r.max));
+  } else if (value < r.min || value > r.max) {
     return problem(field, fmt::format("{} is out of range", value));
-  return std::nullopt;
-}
-
-std::optional<SpecProblem> block_problem(std::string_view field, int value) {
-  if (value < kMmaRows || value > kMaxBlock || value % kMmaRows != 0)
-    return problem(field, fmt::format("{} is not a multiple of 16 in 16..256", value));
+  }
   return std::nullopt;
 }
 
@@ -108,12 +74,6 @@ std::optional<SpecProblem> enum_problem(const Spec& spec) {
   return std::nullopt;
 }
 
-std::optional<SpecProblem> mask_block_problem(std::string_view field, int value) {
-  if (value < kMmaRows || value > kMaxMaskBlock || value % kMmaRows != 0)
-    return problem(field, fmt::format("{} is not a multiple of 16 in 16..65536", value));
-  return std::nullopt;
-}
-
 // The fields of block_sparse and pattern masks: set exactly for their own mask kind.
 std::optional<SpecProblem> block_mask_problem(const Spec& spec) {
   const bool sparse = spec.mask == MaskKind::BlockSparse;
@@ -129,12 +89,12 @@ std::optional<SpecProblem> block_mask_problem(const Spec& spec) {
     if (spec.pattern != PatternKind::None || spec.pattern_window != 0 ||
         spec.pattern_stride != 0 || spec.pattern_global != 0)
       return problem("mask", "pattern fields are set but the mask is block_sparse");
-    if (auto p = mask_block_problem("mask.block_sparse.block_q", spec.block_q)) return p;
-    return mask_block_problem("mask.block_sparse.block_k", spec.block_k);
+    if (auto p = range_problem("mask.block_sparse.block_q", spec.block_q)) return p;
+    return range_problem("mask.block_sparse.block_k", spec.block_k);
   }
   if (spec.pattern == PatternKind::None)
     return problem("mask.pattern.kind", "missing: a pattern mask needs its kind");
-  if (auto p = mask_block_problem("mask.pattern.block", spec.block_q)) return p;
+  if (auto p = range_problem("mask.pattern.block", spec.block_q)) return p;
   if (spec.block_k != spec.block_q)
     return problem("mask.pattern.block",
                    fmt::format("block_q {} and block_k {} differ; a pattern has one block size",
@@ -151,17 +111,14 @@ std::optional<SpecProblem> block_mask_problem(const Spec& spec) {
   if (!global_local && spec.pattern_global != 0)
     return problem("mask.pattern.kind", fmt::format("pattern_global is set but the kind is {}",
                                                     to_string(spec.pattern)));
-  if (local && spec.pattern_window < 0)
-    return problem("mask.pattern.blocks", fmt::format("{} is negative", spec.pattern_window));
-  if (strided && spec.pattern_stride < 1)
-    return problem("mask.pattern.stride", fmt::format("{} is below 1", spec.pattern_stride));
-  if (global_local && spec.pattern_global < 1)
+  if (local) return range_problem("mask.pattern.blocks", spec.pattern_window);
+  if (strided) return range_problem("mask.pattern.stride", spec.pattern_stride);
+  if (spec.pattern_global < 1)  // global_local from here
     return problem("mask.pattern.global_blocks",
                    fmt::format("{} is below 1 (without global blocks use kind: local)",
                                spec.pattern_global));
-  if (global_local && spec.pattern_window < 0)
-    return problem("mask.pattern.window_blocks", fmt::format("{} is negative", spec.pattern_window));
-  return std::nullopt;
+  if (auto p = range_problem("mask.pattern.global_blocks", spec.pattern_global)) return p;
+  return range_problem("mask.pattern.window_blocks", spec.pattern_window);
 }
 
 std::optional<SpecProblem> window_problem(const Spec& spec) {
@@ -172,10 +129,8 @@ std::optional<SpecProblem> window_problem(const Spec& spec) {
                                          to_string(spec.mask)));
     return std::nullopt;
   }
-  if (spec.window_left < 0)
-    return problem("mask.sliding_window.left", fmt::format("{} is negative", spec.window_left));
-  if (spec.window_right < 0)
-    return problem("mask.sliding_window.right", fmt::format("{} is negative", spec.window_right));
+  if (auto p = range_problem("mask.sliding_window.left", spec.window_left)) return p;
+  if (auto p = range_problem("mask.sliding_window.right", spec.window_right)) return p;
   if (spec.causal && spec.window_right != 0)
     return problem("mask.sliding_window.right",
                    fmt::format("{} with causal: true, which hides every key right of the "
@@ -197,12 +152,11 @@ std::optional<SpecProblem> mask_tiles_field_problem(const Spec& spec) {
 }  // namespace
 
 std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& t) {
-  if (auto p = block_problem("tiles.block_m", t.block_m)) return p;
-  if (auto p = block_problem("tiles.block_n", t.block_n)) return p;
+  if (auto p = range_problem("tiles.block_m", t.block_m)) return p;
+  if (auto p = range_problem("tiles.block_n", t.block_n)) return p;
   if (std::find(kWarpCounts.begin(), kWarpCounts.end(), t.warps) == kWarpCounts.end())
     return problem("tiles.warps", fmt::format("{} is not a supported warp count", t.warps));
-  if (t.stages < 1 || t.stages > kMaxStages)
-    return problem("tiles.stages", fmt::format("{} is out of range", t.stages));
+  if (auto p = range_problem("tiles.stages", t.stages)) return p;
   // The warp-specialised kernel: a producer and two consumer warp groups of 64 rows.
   if (t.warps == kWarpSpecializedWarps) {
     if (t.block_m != 2 * kWarpGroupRows)
@@ -220,15 +174,14 @@ std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& t) {
 }
 
 std::string_view allowed_values(std::string_view field) {
-  for (const auto& entry : kAllowed)
-    if (entry.field == field) return entry.allowed;
-  return {};
+  const SpecField* row = find_spec_field(field);
+  return row ? row->allowed : std::string_view();
 }
 
 std::optional<SpecProblem> find_spec_problem(const Spec& spec) {
   if (auto p = name_problem(spec.name)) return p;
-  if (auto p = head_dim_problem("head_dim_qk", spec.head_dim_qk)) return p;
-  if (auto p = head_dim_problem("head_dim_v", spec.head_dim_v)) return p;
+  if (auto p = range_problem("head_dim_qk", spec.head_dim_qk)) return p;
+  if (auto p = range_problem("head_dim_v", spec.head_dim_v)) return p;
   if (auto p = enum_problem(spec)) return p;
   if (auto p = window_problem(spec)) return p;
   if (auto p = block_mask_problem(spec)) return p;

@@ -24,8 +24,8 @@ std::optional<SpecProblem> find_spec_problem(const Spec& spec);
 // not "auto" here: the YAML map form must name real values).
 std::optional<SpecProblem> find_explicit_tiles_problem(const Tiles& tiles);
 
-// The text shown after "allowed:" for a field (canonical name, or a YAML-only key such as
-// "head_dim", "hopper" or "tiles").
+// The text shown after "allowed:" for a field: its row's in the field table (spec_fields.h),
+// by canonical name or a YAML-only key such as "head_dim", "hopper" or "tiles".
 std::string_view allowed_values(std::string_view field);
 
 // The part of names that tells masks apart: "" (none), "_window1024_0", "_bsparse128x64",

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,54 +13,26 @@
 #include <span>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "flashjit/flashjit.h"
+#include "generator/spec_fields.h"
 #include "generator/spec_rules.h"
 
 namespace flashjit {
 namespace {
 
 using gen::allowed_values;
-
-constexpr std::string_view kTopKeys[] = {"name",   "head_dim", "head_dim_qk", "head_dim_v",
-                                         "dtype",  "causal",   "mask",        "arch",
-                                         "hopper", "tiles"};
-constexpr std::string_view kHopperKeys[] = {"warp_specialization"};
-constexpr std::string_view kTileKeys[] = {"block_m", "block_n", "warps", "stages"};
-
-constexpr std::string_view kHeadDimChoice = "either head_dim, or both head_dim_qk and head_dim_v";
+using gen::Node;
+using gen::SpecField;
 
 // Enum values, spelled through to_string() so the parser and the printout share one table.
 constexpr DType kDTypes[] = {DType::F16, DType::BF16};
 constexpr Arch kArchs[] = {Arch::Auto, Arch::Sm80, Arch::Sm90a};
-
-constexpr std::string_view kMaskKinds[] = {"sliding_window", "block_sparse", "pattern"};
-constexpr std::string_view kWindowKeys[] = {"left", "right"};
-constexpr std::string_view kBlockSparseKeys[] = {"block_q", "block_k"};
-constexpr std::string_view kPatternKeys[] = {"kind",   "block",         "blocks",
-                                             "stride", "global_blocks", "window_blocks"};
 constexpr PatternKind kPatternKinds[] = {PatternKind::Local, PatternKind::Strided,
                                          PatternKind::GlobalLocal};
-constexpr int kDefaultPatternBlock = 128;  // FlexAttention's default block size
-
-// The keys each pattern kind requires besides kind (and the optional block).
-struct PatternParams {
-  PatternKind kind;
-  std::vector<std::string_view> keys;
-};
-const PatternParams kPatternParams[] = {
-    {PatternKind::Local, {"blocks"}},
-    {PatternKind::Strided, {"stride"}},
-    {PatternKind::GlobalLocal, {"global_blocks", "window_blocks"}},
-};
-
-// What each mask kind's map looks like, for messages.
-constexpr std::string_view kMaskForms[] = {
-    "sliding_window needs its map: {left: L, right: R}",
-    "block_sparse needs its map: {block_q: BQ, block_k: BK}",
-    "pattern needs its map: {kind: local|strided|global_local, block: B, ...}",
-};
 
 // Values flashjit knows about but does not serve yet: refused with their own message
 // instead of "unknown value".
@@ -68,6 +41,27 @@ struct Planned {
   std::string_view why;
 };
 constexpr Planned kPlannedDTypes[] = {{"fp8", "fp8 is not supported yet"}};
+
+// A value as YAML spells it (a selector's value in messages: "local").
+std::string word_of(const gen::MemberValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) return v;
+        else if constexpr (std::is_same_v<T, int>) return std::to_string(v);
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else return to_string(v);
+      },
+      value);
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+std::vector<std::string_view> keys_of(const std::vector<const SpecField*>& rows) {
+  std::vector<std::string_view> keys;
+  for (const SpecField* row : rows) keys.push_back(row->key());
+  return keys;
+}
 
 // Levenshtein distance; the word lists are a handful of short keys.
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -136,18 +130,14 @@ class SpecReader {
   explicit SpecReader(std::string source) : source_(std::move(source)) {}
 
   Spec read(const YAML::Node& root) {
+    const std::vector<const SpecField*> top = gen::spec_fields_under("");
     if (!root.IsMap())
       fail(root.Mark(), "spec",
            root.IsNull() ? "the document is empty"
                          : fmt::format("expected a map of fields, got {}", describe(root)),
-           fmt::format("a map with the keys {}", fmt::join(kTopKeys, ", ")));
+           fmt::format("a map with the keys {}", fmt::join(keys_of(top), ", ")));
     Spec spec;
-    std::map<std::string, Entry, std::less<>> given;
-    for (Entry& e : entries(root, "", kTopKeys)) {
-      read_field(e, spec);
-      given.emplace(e.key, std::move(e));
-    }
-    check_head_dims(root, given);
+    read_map(Entry{"", "spec", root, root.Mark()}, top, spec);
     if (spec.name.empty()) spec.name = gen::default_spec_name(spec);
     if (auto p = gen::find_spec_problem(spec)) fail_at_origin(*p, root.Mark());
     return spec;
@@ -201,166 +191,163 @@ class SpecReader {
     return out;
   }
 
-  void read_field(const Entry& e, Spec& spec) {
-    if (e.key == "name") {
-      spec.name = scalar(e, "a name");
-      // In C++ an empty name means "derive one"; written in YAML it is a mistake.
-      if (spec.name.empty()) fail(e, "is empty");
-      note("name", e);
-    } else if (e.key == "head_dim") {
-      spec.head_dim_qk = spec.head_dim_v = integer(e);
-      note("head_dim_qk", e);
-      note("head_dim_v", e);
-    } else if (e.key == "head_dim_qk") {
-      spec.head_dim_qk = integer(e);
-      note("head_dim_qk", e);
-    } else if (e.key == "head_dim_v") {
-      spec.head_dim_v = integer(e);
-      note("head_dim_v", e);
-    } else if (e.key == "dtype") {
-      spec.dtype = choice(e, kDTypes, kPlannedDTypes);
-    } else if (e.key == "causal") {
-      spec.causal = boolean(e);
-    } else if (e.key == "mask") {
-      read_mask(e, spec);
-    } else if (e.key == "arch") {
-      spec.arch = choice(e, kArchs, std::span<const Planned>());
-    } else if (e.key == "hopper") {
-      read_hopper(e, spec);
-    } else if (e.key == "tiles") {
-      read_tiles(e, spec);
-    }
-  }
-
-  // head_dim alone, or head_dim_qk and head_dim_v together.
-  void check_head_dims(const YAML::Node& root,
-                       const std::map<std::string, Entry, std::less<>>& given) const {
-    auto find = [&](std::string_view key) -> const Entry* {
-      auto it = given.find(key);
-      return it == given.end() ? nullptr : &it->second;
+  // The map that is the value of `owner` (an entry, or the whole document) and holds the rows
+  // `rows`: its selector first, then the other keys in the user's order, then what is missing.
+  void read_map(const Entry& owner, const std::vector<const SpecField*>& rows, Spec& spec) {
+    const std::string prefix = owner.key.empty() ? "" : owner.field + ".";
+    const std::vector<Entry> items = entries(owner.value, prefix, keys_of(rows));
+    const auto row_of = [&](const Entry& item) {
+      return *std::find_if(rows.begin(), rows.end(),
+                           [&](const SpecField* r) { return r->key() == item.key; });
     };
-    const Entry* both = find("head_dim");
-    const Entry* qk = find("head_dim_qk");
-    const Entry* v = find("head_dim_v");
-    if (both && (qk || v)) {
-      const Entry& extra = qk ? *qk : *v;
-      fail(extra.key_mark, extra.field,
-           fmt::format("cannot be combined with head_dim (line {})", both->key_mark.line + 1),
-           kHeadDimChoice);
+    for (const SpecField* row : rows)
+      if (row->default_value)
+        for (const gen::Member& m : row->members) gen::assign(spec, m, *row->default_value);
+    const SpecField* selector = nullptr;
+    for (const SpecField* row : rows)
+      if (row->selector) selector = row;
+    std::string selected;  // the selector's value ("local"), for messages
+    if (selector) {
+      auto it = std::find_if(items.begin(), items.end(),
+                             [&](const Entry& e) { return e.key == selector->key(); });
+      if (it == items.end()) fail(owner, fmt::format("{} missing from the map", selector->key()));
+      read_row(*selector, *it, spec);
+      selected = word_of(gen::value_of(spec, selector->members[0]));
     }
-    if (both || (qk && v)) return;
-    if (qk || v) {
-      const Entry& present = qk ? *qk : *v;
-      fail(present.key_mark, qk ? "head_dim_v" : "head_dim_qk",
-           fmt::format("missing, {} needs it", present.key), kHeadDimChoice);
+    std::vector<std::string_view> applying;
+    for (const SpecField* row : rows)
+      if (!row->applies || row->applies(spec)) applying.push_back(row->key());
+    for (const Entry& item : items) {
+      const SpecField& row = *row_of(item);
+      if (&row == selector) continue;
+      if (row.applies && !row.applies(spec))
+        fail(item.key_mark, item.field,
+             fmt::format("not a key of {} {}", selector->key(), selected),
+             fmt::format("{}", fmt::join(applying, ", ")));
+      read_row(row, item, spec);
     }
-    fail(root.Mark(), "head_dim", "missing", kHeadDimChoice);
+    std::vector<std::string_view> missing;
+    for (const SpecField* row : rows)
+      if (row->required && (!row->applies || row->applies(spec)) &&
+          std::none_of(items.begin(), items.end(),
+                       [&](const Entry& e) { return e.key == row->key(); }))
+        missing.push_back(row->key());
+    if (!missing.empty())
+      fail(owner, fmt::format("{} missing from the map{}", fmt::join(missing, ", "),
+                              selector ? fmt::format(" ({} {})", selector->key(), selected) : ""));
+    for (const SpecField* row : rows)
+      if (!row->alias_of.empty()) check_alias(*row, items, owner.mark());
   }
 
-  // `none`, or a map with one mask kind: {sliding_window: {left: L, right: R}},
-  // {block_sparse: {block_q: BQ, block_k: BK}} or {pattern: {kind: K, block: B, ...}}.
-  void read_mask(const Entry& e, Spec& spec) {
+  void read_row(const SpecField& row, const Entry& e, Spec& spec) {
+    switch (row.node) {
+      case Node::Value: return read_value(row, e, spec);
+      case Node::Map: return read_submap(row, e, spec);
+      case Node::OneOf: return read_one_of(row, e, spec);
+    }
+  }
+
+  // A scalar stored in the row's members (an alias's: those of the rows it stands for).
+  void read_value(const SpecField& row, const Entry& e, Spec& spec) {
+    std::vector<gen::Member> members = row.members;
+    for (std::string_view target : row.alias_of) {
+      const SpecField& aliased = *gen::find_spec_field(target);
+      members.insert(members.end(), aliased.members.begin(), aliased.members.end());
+      note(target, e);
+    }
+    const gen::MemberValue value = std::visit(
+        [&](auto pointer) -> gen::MemberValue { return parse_value(pointer, e); }, members[0]);
+    for (const gen::Member& m : members) gen::assign(spec, m, value);
+    note(row.path, e);
+  }
+
+  gen::MemberValue parse_value(std::string Spec::*, const Entry& e) const {
+    std::string name = scalar(e, "a name");
+    // In C++ an empty name means "derive one"; written in YAML it is a mistake.
+    if (name.empty()) fail(e, "is empty");
+    return name;
+  }
+  gen::MemberValue parse_value(int Spec::*, const Entry& e) const { return integer(e); }
+  gen::MemberValue parse_value(int Tiles::*, const Entry& e) const { return integer(e); }
+  gen::MemberValue parse_value(bool Spec::*, const Entry& e) const { return boolean(e); }
+  gen::MemberValue parse_value(DType Spec::*, const Entry& e) const {
+    return choice(e, kDTypes, kPlannedDTypes);
+  }
+  gen::MemberValue parse_value(Arch Spec::*, const Entry& e) const {
+    return choice(e, kArchs, std::span<const Planned>());
+  }
+  gen::MemberValue parse_value(PatternKind Spec::*, const Entry& e) const {
+    return choice(e, kPatternKinds, std::span<const Planned>());
+  }
+  gen::MemberValue parse_value(MaskKind Spec::*, const Entry& e) const {
+    fail(e, "is not a scalar field");  // a OneOf's member: set by the map given
+  }
+
+  // A map of the rows under `row`, or the row's word for the defaults.
+  void read_submap(const SpecField& row, const Entry& e, Spec& spec) {
+    if (!row.word.empty() && e.value.IsScalar() && e.value.Scalar() == row.word) return;
+    if (!e.value.IsMap())
+      fail(e, row.word.empty() ? fmt::format("expected a map, got {}", describe(e.value))
+                               : fmt::format("expected {} or a map, got {}", row.word,
+                                             describe(e.value)));
+    if (row.selects) spec.mask = *row.selects;
+    read_map(e, gen::spec_fields_under(row.path), spec);
+    if (row.check)
+      if (auto p = row.check(spec)) fail_at_origin(*p, e.mark());
+  }
+
+  // The row's word, or a map with exactly one of the maps under it:
+  // {sliding_window: {left: L, right: R}}, {block_sparse: {...}} or {pattern: {...}}.
+  void read_one_of(const SpecField& row, const Entry& e, Spec& spec) {
+    const std::vector<const SpecField*> choices = gen::spec_fields_under(row.path);
+    const std::vector<std::string_view> keys = keys_of(choices);
     if (e.value.IsScalar()) {
       const std::string word = e.value.Scalar();
-      if (word == "none") return;
-      for (size_t n = 0; n < std::size(kMaskKinds); ++n)
-        if (word == kMaskKinds[n]) fail(e, kMaskForms[n]);
-      fail(e, fmt::format("unknown value '{}'{}", word, suggestion(word, kMaskKinds)));
+      if (word == row.word) return;
+      for (const SpecField* c : choices)
+        if (word == c->key()) fail(e, fmt::format("{} needs its map: {}", c->key(), c->form));
+      fail(e, fmt::format("unknown value '{}'{}", word, suggestion(word, keys)));
     }
-    if (!e.value.IsMap()) fail(e, fmt::format("expected none or a map, got {}", describe(e.value)));
-    const std::vector<Entry> kinds = entries(e.value, "mask.", kMaskKinds);
-    if (kinds.size() != 1)
-      fail(e.mark(), e.field, fmt::format("{} mask kinds given", kinds.size()),
-           "exactly one of sliding_window, block_sparse, pattern");
-    const Entry& kind = kinds.front();
-    if (!kind.value.IsMap())
-      fail(kind, fmt::format("expected a map, got {}", describe(kind.value)));
-    if (kind.key == "sliding_window") {
-      read_pair(kind, kWindowKeys, spec.window_left, spec.window_right);
-      spec.mask = MaskKind::SlidingWindow;
-    } else if (kind.key == "block_sparse") {
-      read_pair(kind, kBlockSparseKeys, spec.block_q, spec.block_k);
-      spec.mask = MaskKind::BlockSparse;
-    } else {
-      read_pattern(kind, spec);
-    }
+    if (!e.value.IsMap())
+      fail(e, fmt::format("expected {} or a map, got {}", row.word, describe(e.value)));
+    const std::vector<Entry> given = entries(e.value, e.field + ".", keys);
+    if (given.size() != 1)
+      fail(e.mark(), e.field, fmt::format("{} {} kinds given", given.size(), row.key()),
+           fmt::format("exactly one of {}", fmt::join(keys, ", ")));
+    const Entry& chosen = given.front();
+    read_submap(**std::find_if(choices.begin(), choices.end(),
+                               [&](const SpecField* c) { return c->key() == chosen.key; }),
+                chosen, spec);
   }
 
-  // A map of exactly the two integer keys `keys` (e.g. left and right).
-  void read_pair(const Entry& map, const std::string_view (&keys)[2], int& first, int& second) {
-    std::vector<std::string_view> missing(std::begin(keys), std::end(keys));
-    for (const Entry& item : entries(map.value, map.field + ".", keys)) {
-      (item.key == keys[0] ? first : second) = integer(item);
-      note(item.field, item);
-      std::erase(missing, item.key);
+  // An alias alone, or the keys it stands for together (head_dim, or head_dim_qk and
+  // head_dim_v).
+  void check_alias(const SpecField& alias, const std::vector<Entry>& items,
+                   const YAML::Mark& map_mark) const {
+    auto find = [&](std::string_view key) -> const Entry* {
+      auto it = std::find_if(items.begin(), items.end(),
+                             [&](const Entry& e) { return e.key == key; });
+      return it == items.end() ? nullptr : &*it;
+    };
+    const std::string choice = fmt::format("either {}, or both {}", alias.key(),
+                                           fmt::join(alias.alias_of, " and "));
+    const Entry* both = find(alias.key());
+    const Entry* present = nullptr;
+    std::string_view absent;
+    for (std::string_view target : alias.alias_of) {
+      const Entry* given = find(target);
+      if (given && !present) present = given;
+      if (!given && absent.empty()) absent = target;
     }
-    if (!missing.empty())
-      fail(map, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
-  }
-
-  // {kind: K, block: B, ...}: block is optional; each kind requires its own keys and no other.
-  void read_pattern(const Entry& map, Spec& spec) {
-    const std::vector<Entry> items = entries(map.value, "mask.pattern.", kPatternKeys);
-    auto kind_entry = std::find_if(items.begin(), items.end(),
-                                   [](const Entry& item) { return item.key == "kind"; });
-    if (kind_entry == items.end()) fail(map, "kind missing from the map");
-    spec.pattern = choice(*kind_entry, kPatternKinds, std::span<const Planned>());
-    note("mask.pattern.kind", *kind_entry);
-    const PatternParams& params = *std::find_if(
-        std::begin(kPatternParams), std::end(kPatternParams),
-        [&](const PatternParams& p) { return p.kind == spec.pattern; });
-    spec.block_q = spec.block_k = kDefaultPatternBlock;
-    std::vector<std::string_view> missing = params.keys;
-    for (const Entry& item : items) {
-      if (item.key == "kind") continue;
-      if (item.key == "block") {
-        spec.block_q = spec.block_k = integer(item);
-      } else if (std::find(params.keys.begin(), params.keys.end(), item.key) == params.keys.end()) {
-        fail(item.key_mark, item.field,
-             fmt::format("not a key of kind {}", to_string(spec.pattern)),
-             fmt::format("kind, block, {}", fmt::join(params.keys, ", ")));
-      } else if (item.key == "stride") {
-        spec.pattern_stride = integer(item);
-      } else if (item.key == "global_blocks") {
-        spec.pattern_global = integer(item);
-      } else {  // blocks (local) or window_blocks (global_local)
-        spec.pattern_window = integer(item);
-      }
-      note(item.field, item);
-      std::erase(missing, item.key);
-    }
-    if (!missing.empty())
-      fail(map, fmt::format("{} missing from the map (kind {})", fmt::join(missing, ", "),
-                            to_string(spec.pattern)));
-    spec.mask = MaskKind::Pattern;
-  }
-
-  void read_hopper(const Entry& e, Spec& spec) {
-    if (!e.value.IsMap()) fail(e, fmt::format("expected a map, got {}", describe(e.value)));
-    for (const Entry& item : entries(e.value, "hopper.", kHopperKeys))
-      if (item.key == "warp_specialization") spec.warp_specialization = boolean(item);
-  }
-
-  void read_tiles(const Entry& e, Spec& spec) {
-    if (e.value.IsScalar() && e.value.Scalar() == "auto") {
-      spec.tiles = Tiles{};
-      return;
-    }
-    if (!e.value.IsMap()) fail(e, fmt::format("expected auto or a map, got {}", describe(e.value)));
-    Tiles tiles;
-    std::vector<std::string_view> missing(std::begin(kTileKeys), std::end(kTileKeys));
-    for (const Entry& item : entries(e.value, "tiles.", kTileKeys)) {
-      int value = integer(item);
-      if (item.key == "block_m") tiles.block_m = value;
-      if (item.key == "block_n") tiles.block_n = value;
-      if (item.key == "warps") tiles.warps = value;
-      if (item.key == "stages") tiles.stages = value;
-      note(item.field, item);
-      std::erase(missing, item.key);
-    }
-    if (!missing.empty()) fail(e, fmt::format("{} missing from the map", fmt::join(missing, ", ")));
-    if (auto p = gen::find_explicit_tiles_problem(tiles)) fail_at_origin(*p, e.mark());
-    spec.tiles = tiles;
+    if (both && present)
+      fail(present->key_mark, present->field,
+           fmt::format("cannot be combined with {} (line {})", alias.key(),
+                       both->key_mark.line + 1),
+           choice);
+    if (both || absent.empty()) return;
+    if (present)
+      fail(present->key_mark, absent, fmt::format("missing, {} needs it", present->key), choice);
+    fail(map_mark, alias.key(), "missing", choice);
   }
 
   std::string scalar(const Entry& e, std::string_view expected) const {
@@ -369,15 +356,21 @@ class SpecReader {
     return e.value.Scalar();
   }
 
+  // Decimal digits with an optional sign, as YAML 1.2 reads them: 064 is 64 (yaml-cpp would
+  // read octal 52), and 0x40, 1_000 or 1e3 are refused rather than converted.
   int integer(const Entry& e) const {
     if (e.value.IsScalar() && !is_plain_scalar(e.value))
       fail(e, fmt::format("expected an integer, got the quoted string \"{}\"", e.value.Scalar()));
     if (!e.value.IsScalar()) fail(e, fmt::format("expected an integer, got {}", describe(e.value)));
-    try {
-      return e.value.as<int>();
-    } catch (const YAML::BadConversion&) {
+    const std::string& text = e.value.Scalar();
+    std::string_view digits = text;
+    if (digits.starts_with('+') || digits.starts_with('-')) digits.remove_prefix(1);
+    int value = 0;
+    const char* begin = text.data() + (text.starts_with('+') ? 1 : 0);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit) ||
+        std::from_chars(begin, text.data() + text.size(), value).ec != std::errc())
       fail(e, fmt::format("expected an integer, got {}", describe(e.value)));
-    }
+    return value;
   }
 
   // YAML 1.2 booleans only: "yes", "on" and friends are YAML 1.1 surprises.
@@ -409,17 +402,102 @@ class SpecReader {
   std::map<std::string, Origin, std::less<>> origins_;
 };
 
+constexpr std::string_view kYamlAllowed = "YAML `key: value` lines (see configs/README.md)";
+
+// YAML breaks lines at LF, CRLF and a lone CR; yaml-cpp only at LF, so a file with lone CRs
+// would be one line and a comment on it would hide the rest. Every break becomes LF.
+std::string with_lf_breaks(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      out += text[i];
+    } else {
+      out += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    }
+  }
+  return out;
+}
+
+// A spec is one YAML document. yaml-cpp reads the first and ignores what follows a `---` or
+// `...` marker, and takes a `%` line for a directive that ends the document, so those lines
+// are refused here (YAML lets them start only at column 1): a leading `---` alone is kept.
+void check_one_document(const std::string& text, const std::string& source) {
+  const auto fail = [&](int line, std::string_view what) {
+    throw Error(ErrorKind::Spec, fmt::format("{}:{}:1: yaml: {}; allowed: one document, {}",
+                                             source, line, what, kYamlAllowed));
+  };
+  const auto is_marker = [](std::string_view line, std::string_view marker) {
+    return line.substr(0, 3) == marker &&
+           (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+  };
+  bool content = false;  // a line other than blanks and comments seen
+  std::istringstream in(text);
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (line.starts_with('%')) fail(number, "a directive line ('%...') is not read");
+    if (is_marker(line, "---")) {
+      if (content) fail(number, "a second document ('---') is not read");
+      content = true;
+      continue;
+    }
+    if (is_marker(line, "...")) fail(number, "text after a document end ('...') is not read");
+    const auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] != '#') content = true;
+  }
+}
+
+// Prints the rows under `path` as the values of a map already begun on `out`.
+void print_rows(YAML::Emitter& out, const Spec& spec, std::string_view path);
+
+void print_value(YAML::Emitter& out, const Spec& spec, const SpecField& row) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) out << gen::resolved_spec_name(spec);
+        else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, bool>) out << v;
+        else out << to_string(v);
+      },
+      gen::value_of(spec, row.members[0]));
+}
+
+void print_row(YAML::Emitter& out, const Spec& spec, const SpecField& row) {
+  out << YAML::Key << std::string(row.key()) << YAML::Value;
+  if (row.node == Node::Value) return print_value(out, spec, row);
+  if (row.is_word && row.is_word(spec)) {
+    out << std::string(row.word);
+    return;
+  }
+  out << YAML::Flow << YAML::BeginMap;
+  if (row.node == Node::OneOf) {
+    for (const SpecField* choice : gen::spec_fields_under(row.path))
+      if (choice->selects == spec.mask) print_row(out, spec, *choice);
+  } else {
+    print_rows(out, spec, row.path);
+  }
+  out << YAML::EndMap;
+}
+
+void print_rows(YAML::Emitter& out, const Spec& spec, std::string_view path) {
+  for (const SpecField* row : gen::spec_fields_under(path))
+    if (row->alias_of.empty() && (!row->applies || row->applies(spec)))
+      print_row(out, spec, *row);
+}
+
 }  // namespace
 
 Spec Spec::from_yaml(const std::string& text, const std::string& source) {
+  const std::string lines = with_lf_breaks(text);
+  check_one_document(lines, source);
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    root = YAML::Load(lines);
   } catch (const YAML::ParserException& e) {
-    throw Error(
-        ErrorKind::Spec,
-        fmt::format("{}:{}:{}: yaml: {}; allowed: YAML `key: value` lines (see configs/README.md)",
-                    source, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw Error(ErrorKind::Spec, fmt::format("{}:{}:{}: yaml: {}; allowed: {}", source,
+                                             e.mark.line + 1, e.mark.column + 1, e.msg,
+                                             kYamlAllowed));
   }
   return SpecReader(source).read(root);
 }
@@ -439,53 +517,7 @@ Spec Spec::from_file(const std::string& path) {
 std::string Spec::to_yaml() const {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << gen::resolved_spec_name(*this);
-  out << YAML::Key << "head_dim_qk" << YAML::Value << head_dim_qk;
-  out << YAML::Key << "head_dim_v" << YAML::Value << head_dim_v;
-  out << YAML::Key << "dtype" << YAML::Value << to_string(dtype);
-  out << YAML::Key << "causal" << YAML::Value << causal;
-  out << YAML::Key << "mask" << YAML::Value;
-  if (mask == MaskKind::None) {
-    out << to_string(mask);
-  } else {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(mask) << YAML::Value
-        << YAML::BeginMap;
-    const auto field = [&](const char* key, int value) {
-      out << YAML::Key << key << YAML::Value << value;
-    };
-    if (mask == MaskKind::SlidingWindow) {
-      field("left", window_left);
-      field("right", window_right);
-    } else if (mask == MaskKind::BlockSparse) {
-      field("block_q", block_q);
-      field("block_k", block_k);
-    } else {
-      out << YAML::Key << "kind" << YAML::Value << to_string(pattern);
-      field("block", block_q);
-      if (pattern == PatternKind::Local) field("blocks", pattern_window);
-      if (pattern == PatternKind::Strided) field("stride", pattern_stride);
-      if (pattern == PatternKind::GlobalLocal) {
-        field("global_blocks", pattern_global);
-        field("window_blocks", pattern_window);
-      }
-    }
-    out << YAML::EndMap << YAML::EndMap;
-  }
-  out << YAML::Key << "arch" << YAML::Value << to_string(arch);
-  out << YAML::Key << "hopper" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  out << YAML::Key << "warp_specialization" << YAML::Value << warp_specialization;
-  out << YAML::EndMap;
-  out << YAML::Key << "tiles" << YAML::Value;
-  if (tiles.is_auto()) {
-    out << "auto";
-  } else {
-    out << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "block_m" << YAML::Value << tiles.block_m;
-    out << YAML::Key << "block_n" << YAML::Value << tiles.block_n;
-    out << YAML::Key << "warps" << YAML::Value << tiles.warps;
-    out << YAML::Key << "stages" << YAML::Value << tiles.stages;
-    out << YAML::EndMap;
-  }
+  print_rows(out, *this, "");
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

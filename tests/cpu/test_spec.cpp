@@ -269,7 +269,7 @@ TEST_CASE("spec errors: sliding window") {
                    "bad.yaml:2:31: mask.sliding_window.left: -1 is negative");
   check_yaml_error("head_dim: 64\ncausal: true\nmask: {sliding_window: {left: 8, right: 2}}\n",
                    "bad.yaml:3:41: mask.sliding_window.right: 2 with causal: true",
-                   {"allowed: an integer >= 0 (0 with causal)"});
+                   {"allowed: an integer in 0..1073741824 (0 with causal)"});
   check_yaml_error("head_dim: 64\nmask: {sliding_window: {left: 1, rihgt: 0}}\n",
                    "bad.yaml:2:34: mask.sliding_window.rihgt: unknown key",
                    {"did you mean 'right'?"});
