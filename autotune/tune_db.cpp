@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/candidates.h"
+#include "runtime/atomic_file.h"
 #include "runtime/env.h"
 
 namespace flashjit::tune {
@@ -181,37 +182,6 @@ std::vector<TuneEntry> load_or_set_aside(const std::string& path, bool locked) {
   }
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  create_parent_folder(path);
-  std::string temp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0)
-    throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot create a temporary file: {}",
-                                           path, std::strerror(errno)));
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      throw Error(ErrorKind::Io, fmt::format("tune DB {}: write failed: {}", temp,
-                                             std::strerror(error)));
-    }
-    written += static_cast<size_t>(n);
-  }
-  ::fchmod(fd, 0644);  // mkstemp makes 0600; the DB is meant to be shared and shipped
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    throw Error(ErrorKind::Io, fmt::format("tune DB {}: rename from {} failed: {}", path, temp,
-                                           std::strerror(error)));
-  }
-}
-
 std::string utc_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
                      std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
@@ -300,7 +270,9 @@ void TuneDb::record(const std::vector<TuneEntry>& entries) const {
     else
       merged.push_back(std::move(e));
   }
-  write_atomically(path_, serialize(merged));
+  create_parent_folder(path_);
+  // 0644: the DB is meant to be shared and shipped.
+  rt::write_file_atomically(path_, serialize(merged), 0644, "tune DB");
 }
 
 }  // namespace flashjit::tune

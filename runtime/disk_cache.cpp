@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "flashjit/flashjit.h"
+#include "runtime/atomic_file.h"
 #include "runtime/env.h"
 #include "runtime/sha256.h"
 
@@ -37,7 +38,6 @@ namespace {
 constexpr char kMagic[8] = {'F', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kExtension = ".fjk";
-constexpr const char* kTempMarker = ".fjk.tmp-";  // temp files: <name>.fjk.tmp-XXXXXX
 constexpr size_t kDigestBytes = sizeof(Sha256Digest);
 
 void put_u32(std::string& out, uint32_t value) {
@@ -86,7 +86,8 @@ class Reader {
 
 bool is_entry(const fs::path& path) { return path.extension() == kExtension; }
 bool is_temp(const fs::path& path) {
-  return path.filename().string().find(kTempMarker) != std::string::npos;
+  return path.filename().string().find(std::string(kExtension) + std::string(kTempSuffix)) !=
+         std::string::npos;
 }
 
 std::string serialize(const std::string& key, const CacheEntry& entry) {
@@ -134,17 +135,6 @@ std::string parse(const std::string& file, const std::string& key, CacheEntry& e
   }
   if (stored_key != key) return "holds another key";
   return "";
-}
-
-bool write_all(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -197,21 +187,12 @@ void DiskCache::store(const std::string& key, const CacheEntry& entry) const {
     verbose("cannot create cache directory {}: {}", dir_, error.message());
     return;
   }
-  // A unique temp file in the same folder, renamed into place: readers see either no file or
-  // a complete one, and concurrent writers of one key each rename a complete file (the last
-  // one wins; their contents are identical). No fsync: a file torn by a crash fails the
-  // checksum and is a miss.
-  std::string temp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) {
-    verbose("cannot create a temporary file in {}: {}", dir_, std::strerror(errno));
-    return;
-  }
-  const bool written = write_all(fd, serialize(key, entry)) && ::fchmod(fd, 0644) == 0;
-  const bool closed = ::close(fd) == 0;
-  if (!written || !closed || ::rename(temp.c_str(), path.c_str()) != 0) {
-    verbose("cannot write cache entry {}: {}", path, std::strerror(errno));
-    ::unlink(temp.c_str());
+  // Renamed into place: readers see either no file or a complete one, and concurrent writers
+  // of one key each rename a complete file (the last one wins; their contents are identical).
+  try {
+    write_file_atomically(path, serialize(key, entry), 0644, "cache entry");
+  } catch (const Error& error) {
+    verbose("{}", error.what());
   }
 }
 

@@ -10,7 +10,6 @@
 // kernel that serves the others. A call needing a variant the bundle lacks is an error under
 // RuntimeOptions::require_prebuilt, otherwise a JIT compile.
 #include <algorithm>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <set>
@@ -25,6 +24,7 @@
 #include "autotune/tune_db.h"
 #include "autotune/tune_key.h"
 #include "generator/plan.h"
+#include "runtime/atomic_file.h"
 #include "runtime/bundle.h"
 #include "runtime/disk_cache.h"
 #include "runtime/kernel_compiler.h"
@@ -176,18 +176,6 @@ std::vector<std::shared_ptr<const rt::CompiledKernel>> compile_all(const std::ve
   return out;
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  // Through a temporary and a rename: a build tool reading the bundle never sees half a file.
-  const std::string temp = path + ".tmp";
-  std::ofstream out(temp, std::ios::binary);
-  out << bytes;
-  out.close();
-  if (!out || std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    throw Error(ErrorKind::Io, fmt::format("cannot write bundle {}", path));
-  }
-}
-
 int run_build(const BuildOptions& options) {
   const std::vector<Job> jobs = plan_jobs(options);
   const auto compiled = compile_all(jobs);
@@ -205,7 +193,8 @@ int run_build(const BuildOptions& options) {
     }
   }
   const std::string bytes = rt::write_bundle(bundle);
-  write_file(options.output, bytes);
+  // Atomically: a build tool reading the bundle never sees half a file.
+  rt::write_file_atomically(options.output, bytes, 0644, "bundle");
   if (options.json) {
     fmt::print("{}\n", rt::bundle_manifest(bundle).dump(2));
   } else {
