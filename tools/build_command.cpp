@@ -141,19 +141,10 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
   return jobs;
 }
 
-rt::BundleKernel bundle_kernel(const rt::CompiledKernel& compiled) {
-  const gen::Plan& plan = compiled.plan;
-  rt::BundleKernel k;
-  k.spec_name = plan.spec.name;
-  k.spec_yaml = plan.spec.to_yaml();
-  k.target = plan.target;
-  k.align_bytes = plan.align_bytes;
-  k.tiles = plan.tiles;
-  k.kernel_name = plan.kernel_name;
-  k.source_sha256 = rt::sha256_hex(compiled.source);
-  k.cache_key = rt::disk_cache_key(compiled.source, plan.target);
-  k.cubin = compiled.artifacts.cubin;
-  k.ptxas_log = compiled.artifacts.ptxas_log;
+// The compiled artifact less its PTX, which no bundle user reads.
+rt::Artifact bundle_kernel(const rt::CompiledKernel& compiled) {
+  rt::Artifact k = compiled.artifacts;
+  k.ptx.clear();
   return k;
 }
 
@@ -192,13 +183,13 @@ int run_build(const BuildOptions& options) {
       code = kCheckFailed;
     }
   }
-  const std::string bytes = rt::write_bundle(bundle);
+  const std::string bytes = rt::encode_bundle(bundle);
   // Atomically: a build tool reading the bundle never sees half a file.
   rt::write_file_atomically(options.output, bytes, 0644, "bundle");
   if (options.json) {
     fmt::print("{}\n", rt::bundle_manifest(bundle).dump(2));
   } else {
-    for (const rt::BundleKernel& k : bundle.kernels) {
+    for (const rt::Artifact& k : bundle.kernels) {
       fmt::print("{:<56} {:<7} a{:<2} {:>8} bytes\n", k.kernel_name, k.target, k.align_bytes,
                  k.cubin.size());
     }

@@ -17,9 +17,10 @@
 #include "tests/cpu/runtime_test_support.h"
 
 using flashjit::rt::cache_key;
-using flashjit::rt::CacheEntry;
+using flashjit::rt::Artifact;
 using flashjit::rt::CacheKeyInput;
 using flashjit::rt::DiskCache;
+using flashjit::test::fake_cubin;
 using flashjit::test::ScopedEnv;
 using flashjit::test::TempDir;
 namespace fs = std::filesystem;
@@ -31,16 +32,22 @@ CacheKeyInput sample_key_input() {
           {"-std=c++17", "--gpu-architecture=sm_80", "-lineinfo"}, "sm_80"};
 }
 
-CacheEntry sample_entry(size_t cubin_bytes = 4096) {
-  std::string cubin(cubin_bytes, '\0');
-  for (size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<char>(i * 131 + 7);
-  return {"fa_test_kernel", "sm_80", cubin, ".version 9.0\n.target sm_80\n",
-          "ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n"};
-}
-
-bool same(const CacheEntry& a, const CacheEntry& b) {
-  return a.kernel_name == b.kernel_name && a.target == b.target && a.cubin == b.cubin &&
-         a.ptx == b.ptx && a.ptxas_log == b.ptxas_log;
+// An entry for `key` whose cubin is `cubin_bytes` bytes of noise after an ELF header.
+Artifact sample_entry(const std::string& key, size_t cubin_bytes = 4096) {
+  std::string noise(cubin_bytes, '\0');
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>(i * 131 + 7);
+  Artifact entry;
+  entry.cache_key = key;
+  entry.kernel_name = "fa_test_kernel";
+  entry.target = "sm_80";
+  entry.source_sha256 = std::string(64, 'a');
+  entry.spec_name = "test";
+  entry.spec_yaml = "name: test\n";
+  entry.tiles = {64, 64, 4, 2};
+  entry.cubin = fake_cubin(noise);
+  entry.ptx = ".version 9.0\n.target sm_80\n";
+  entry.ptxas_log = "ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]\n";
+  return entry;
 }
 
 std::string read_file(const std::string& path) {
@@ -95,13 +102,13 @@ TEST_CASE("disk cache: store then load gives the entry back") {
   TempDir dir;
   const DiskCache cache(dir.str() + "/nested/cache", true);
   const std::string key = cache_key(sample_key_input());
-  const CacheEntry entry = sample_entry();
+  const Artifact entry = sample_entry(key);
 
   CHECK_FALSE(cache.load(entry.kernel_name, key).has_value());
-  cache.store(key, entry);
+  cache.store(entry);
   const auto loaded = cache.load(entry.kernel_name, key);
   REQUIRE(loaded.has_value());
-  CHECK(same(*loaded, entry));
+  CHECK(*loaded == entry);
   CHECK(cache.path_for(entry.kernel_name, key) ==
         dir.str() + "/nested/cache/fa_test_kernel-" + key + ".fjk");
 
@@ -117,18 +124,18 @@ TEST_CASE("disk cache: a truncated, altered or wrong-version entry is a miss and
   TempDir dir;
   const DiskCache cache(dir.str(), true);
   const std::string key = cache_key(sample_key_input());
-  const CacheEntry entry = sample_entry();
+  const Artifact entry = sample_entry(key);
   const std::string path = cache.path_for(entry.kernel_name, key);
-  cache.store(key, entry);
+  cache.store(entry);
   const std::string good = read_file(path);
 
   auto check_corruption = [&](const std::string& bytes) {
     write_file(path, bytes);
     CHECK_FALSE(cache.load(entry.kernel_name, key).has_value());
-    cache.store(key, entry);  // the next store repairs it
+    cache.store(entry);  // the next store repairs it
     const auto loaded = cache.load(entry.kernel_name, key);
     REQUIRE(loaded.has_value());
-    CHECK(same(*loaded, entry));
+    CHECK(*loaded == entry);
   };
   SUBCASE("truncated") { check_corruption(good.substr(0, good.size() / 2)); }
   SUBCASE("truncated to nothing") { check_corruption(""); }
@@ -150,7 +157,7 @@ TEST_CASE("disk cache: a truncated, altered or wrong-version entry is a miss and
   SUBCASE("trailing garbage") { check_corruption(good + "x"); }
   SUBCASE("another key's entry under this name") {
     const std::string other = cache_key({"x", "y", "z", {}, "sm_80"});
-    cache.store(other, entry);
+    cache.store(sample_entry(other));
     check_corruption(read_file(cache.path_for(entry.kernel_name, other)));
   }
 }
@@ -159,7 +166,7 @@ TEST_CASE("disk cache: a disabled cache neither loads nor stores") {
   TempDir dir;
   const DiskCache cache(dir.str(), false);
   const std::string key = cache_key(sample_key_input());
-  cache.store(key, sample_entry());
+  cache.store(sample_entry(key));
   CHECK(files_in(dir.path()).empty());
   CHECK_FALSE(cache.load("fa_test_kernel", key).has_value());
   CHECK_FALSE(cache.stats().enabled);
@@ -198,7 +205,7 @@ TEST_CASE("disk cache: several processes storing one key at once leave one valid
   TempDir dir;
   const DiskCache cache(dir.str(), true);
   const std::string key = cache_key(sample_key_input());
-  const CacheEntry entry = sample_entry(8 << 20);  // large, so the writes overlap in time
+  const Artifact entry = sample_entry(key, 8 << 20);  // large, so the writes overlap in time
 
   constexpr int kProcesses = 8;
   std::vector<pid_t> children;
@@ -208,10 +215,10 @@ TEST_CASE("disk cache: several processes storing one key at once leave one valid
     if (pid == 0) {
       // Child: store and read back a few times, racing the others; no doctest in here.
       for (int round = 0; round < 3; ++round) {
-        cache.store(key, entry);
+        cache.store(entry);
         const auto loaded = cache.load(entry.kernel_name, key);
         // A reader may see no file yet, never a torn one.
-        if (loaded && !same(*loaded, entry)) _exit(1);
+        if (loaded && *loaded != entry) _exit(1);
       }
       _exit(0);
     }
@@ -225,7 +232,7 @@ TEST_CASE("disk cache: several processes storing one key at once leave one valid
   }
   const auto loaded = cache.load(entry.kernel_name, key);
   REQUIRE(loaded.has_value());
-  CHECK(same(*loaded, entry));
+  CHECK(*loaded == entry);
   // Exactly the entry: every temporary file was renamed into place.
   const std::vector<std::string> names = files_in(dir.path());
   REQUIRE(names.size() == 1);
@@ -235,8 +242,8 @@ TEST_CASE("disk cache: several processes storing one key at once leave one valid
 TEST_CASE("disk cache: clear removes entries and stale temporary files") {
   TempDir dir;
   const DiskCache cache(dir.str(), true);
-  cache.store(cache_key(sample_key_input()), sample_entry());
-  cache.store(cache_key({"a", "b", "c", {}, "sm_90a"}), sample_entry());
+  cache.store(sample_entry(cache_key(sample_key_input())));
+  cache.store(sample_entry(cache_key({"a", "b", "c", {}, "sm_90a"})));
   write_file(dir.str() + "/fa_test_kernel-abc.fjk.tmp-XYZ123", "left by a killed writer");
   write_file(dir.str() + "/notes.txt", "not ours");
   CHECK(cache.stats().entries == 2);
