@@ -24,6 +24,10 @@ const char* file_type(mode_t mode) {
   return "not a regular file";
 }
 
+Error write_error(const std::string& path, std::string_view what, const std::string& why) {
+  return Error(ErrorKind::Io, fmt::format("cannot write {} {}: {}", what, path, why));
+}
+
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
@@ -44,35 +48,37 @@ void fsync_folder(const std::string& folder) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, std::string_view bytes, mode_t mode,
-                           std::string_view what) {
-  auto fail = [&](const std::string& why) {
-    return Error(ErrorKind::Io, fmt::format("cannot write {} {}: {}", what, path, why));
-  };
+void check_replaceable(const std::string& path, std::string_view what) {
   // rename() replaces a symlink itself, never its target, so a link planted between this check
   // and the rename cannot redirect the write; the check is there so that `-o /dev/full` or a
   // link the user made is reported instead of silently replaced.
   struct stat existing {};
   if (::lstat(path.c_str(), &existing) == 0) {
     if (!S_ISREG(existing.st_mode))
-      throw fail(fmt::format("it is {}; only a regular file is replaced",
-                             file_type(existing.st_mode)));
+      throw write_error(path, what, fmt::format("it is {}; only a regular file is replaced",
+                                                file_type(existing.st_mode)));
   } else if (errno != ENOENT) {
-    throw fail(std::strerror(errno));
+    throw write_error(path, what, std::strerror(errno));
   }
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes, mode_t mode,
+                           std::string_view what) {
+  auto fail = [&](const std::string& why) { return write_error(path, what, why); };
+  check_replaceable(path, what);
   std::string temp = fmt::format("{}{}XXXXXX", path, kTempSuffix);
   // mkostemp creates the file with O_EXCL: it never opens something planted at that name.
   const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) throw fail(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
   bool written = write_all(fd, bytes) && ::fchmod(fd, mode) == 0 && ::fsync(fd) == 0;
-  int write_error = errno;
+  int error_number = errno;
   if (::close(fd) != 0 && written) {
     written = false;
-    write_error = errno;
+    error_number = errno;
   }
   if (!written) {
     ::unlink(temp.c_str());
-    throw fail(fmt::format("writing {} failed: {}", temp, std::strerror(write_error)));
+    throw fail(fmt::format("writing {} failed: {}", temp, std::strerror(error_number)));
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int rename_error = errno;

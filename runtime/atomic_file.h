@@ -14,6 +14,10 @@ namespace flashjit::rt {
 // those a killed writer left behind).
 inline constexpr std::string_view kTempSuffix = ".tmp-";
 
+// Throws Error(Io) when `path` holds anything but a regular file; nothing there is fine. Lets
+// a command refuse its output before the work that produces it.
+void check_replaceable(const std::string& path, std::string_view what);
+
 // Writes `bytes` to `path` atomically, with permission bits `mode`. Refuses (Error(Io)) to
 // replace anything but a regular file: a symlink, a device node, a FIFO or a folder at `path`
 // stays as it is. `what` names the file in messages ("bundle", "tune DB", "cache entry").

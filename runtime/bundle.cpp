@@ -1,13 +1,13 @@
 #include "runtime/bundle.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "runtime/bounded_read.h"
 #include "runtime/env.h"
 
 namespace flashjit::rt {
@@ -150,10 +150,10 @@ void register_bundle(const void* data, size_t size, const std::string& name) {
 }
 
 void register_bundle_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, fmt::format("cannot read bundle {}", path));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rt::BundleRegistry::global().add(bytes, path);
+  const std::optional<std::string> bytes =
+      rt::read_bounded_file(path, {rt::kMaxBundleBytes, true, false}, "bundle");
+  if (!bytes) throw Error(ErrorKind::Io, fmt::format("bundle {}: no such file", path));
+  rt::BundleRegistry::global().add(*bytes, path);
 }
 
 }  // namespace flashjit

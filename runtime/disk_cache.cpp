@@ -1,15 +1,20 @@
 // Entries are artifacts (runtime/artifact.h) named <kernel_name>-<key>.fjk.
 #include "runtime/disk_cache.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
 #include "flashjit/flashjit.h"
 #include "runtime/atomic_file.h"
+#include "runtime/bounded_read.h"
 #include "runtime/byte_fields.h"
 #include "runtime/env.h"
 #include "runtime/sha256.h"
@@ -24,6 +29,39 @@ bool is_entry(const fs::path& path) { return path.extension() == kExtension; }
 bool is_temp(const fs::path& path) {
   return path.filename().string().find(std::string(kExtension) + std::string(kTempSuffix)) !=
          std::string::npos;
+}
+
+// mkdir -p with the last folder made 0700: the cache holds code that runs on the GPU.
+void create_private_folder(const std::string& dir) {
+  if (fs::exists(dir)) return;
+  const fs::path parent = fs::path(dir).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Error(ErrorKind::Cache,
+                fmt::format("cannot create cache folder {}: {}", dir, std::strerror(errno)));
+}
+
+// As OpenSSH's StrictModes: a folder another user owns or can write to could hold a forged
+// entry (its checksum is recomputable by anyone), so it is not used at all.
+void check_private_folder(const std::string& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0)
+    throw Error(ErrorKind::Cache,
+                fmt::format("cache folder {}: {}", dir, std::strerror(errno)));
+  std::string why;
+  if (!S_ISDIR(info.st_mode))
+    why = "is not a folder";
+  else if (info.st_uid != ::geteuid())
+    why = fmt::format("is owned by uid {}, not by this user (uid {})", info.st_uid, ::geteuid());
+  else if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    why = fmt::format("is writable by group or others (mode {:04o})", info.st_mode & 07777);
+  if (!why.empty())
+    throw Error(ErrorKind::Cache,
+                fmt::format("cache folder {} {}: flashjit does not load kernels from a folder "
+                            "another user could write to. Use a folder of your own "
+                            "(FLASHJIT_CACHE_DIR), `chmod go-w` it, or set "
+                            "FLASHJIT_DISABLE_CACHE=1",
+                            dir, why));
 }
 
 }  // namespace
@@ -55,12 +93,22 @@ std::string DiskCache::path_for(const std::string& kernel_name, const std::strin
 std::optional<Artifact> DiskCache::load(const std::string& kernel_name,
                                         const std::string& key) const {
   if (!enabled_) return std::nullopt;
+  if (!fs::exists(dir_)) return std::nullopt;  // nothing cached yet
+  check_private_folder(dir_);
   const std::string path = path_for(kernel_name, key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;  // the ordinary miss
-  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::optional<std::string> file;
   try {
-    Artifact artifact = decode_artifact(file);
+    // O_NOFOLLOW and the ownership rules: what is loaded here runs on the GPU.
+    file = read_bounded_file(path, {kMaxArtifactBytes, false, true}, "cache entry");
+  } catch (const Error& error) {
+    // Not a torn write but something planted or left there: say so even without VERBOSE.
+    std::fprintf(stderr, "[flashjit] warning: %s; not loaded, it will be replaced\n",
+                 error.what());
+    return std::nullopt;
+  }
+  if (!file) return std::nullopt;  // the ordinary miss
+  try {
+    Artifact artifact = decode_artifact(*file);
     if (artifact.cache_key != key || artifact.kernel_name != kernel_name)
       throw Error(ErrorKind::Io, "holds another kernel or key");
     return artifact;
@@ -73,18 +121,19 @@ std::optional<Artifact> DiskCache::load(const std::string& kernel_name,
 void DiskCache::store(const Artifact& artifact) const {
   if (!enabled_) return;
   const std::string path = path_for(artifact.kernel_name, artifact.cache_key);
-  std::error_code error;
-  fs::create_directories(dir_, error);
-  if (error) {
-    verbose("cannot create cache directory {}: {}", dir_, error.message());
-    return;
-  }
-  // Renamed into place: readers see either no file or a complete one, and concurrent writers
-  // of one key each rename a complete file (the last one wins; their contents are identical).
   try {
-    write_file_atomically(path, encode_artifact(artifact), 0644, "cache entry");
-  } catch (const Error& error) {
-    verbose("{}", error.what());
+    create_private_folder(dir_);
+    check_private_folder(dir_);
+    // Whatever load refused at this name (a folder, a FIFO, a link) goes, so that the entry
+    // is rewritten instead of being a miss forever; the folder is ours alone (checked above).
+    if (fs::exists(fs::symlink_status(path)) && !fs::is_regular_file(fs::symlink_status(path)))
+      fs::remove_all(path);
+    // Renamed into place: readers see either no file or a complete one, and concurrent
+    // writers of one key each rename a complete file (the last one wins; their contents are
+    // identical).
+    write_file_atomically(path, encode_artifact(artifact), 0600, "cache entry");
+  } catch (const std::exception& error) {
+    verbose("cache entry {} not stored: {}", path, error.what());
   }
 }
 

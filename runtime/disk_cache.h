@@ -44,12 +44,15 @@ class DiskCache {
   // Path of the file for a key: <dir>/<kernel_name>-<key>.fjk
   std::string path_for(const std::string& kernel_name, const std::string& key) const;
 
-  // nullopt on a miss, a disabled cache, or a corrupt entry (which is reported once through
-  // FLASHJIT_VERBOSE and treated as a miss).
+  // nullopt on a miss, a disabled cache, or an unusable entry: a corrupt one (reported through
+  // FLASHJIT_VERBOSE) or one that is not a regular file of this user's, writable by nobody
+  // else, under kMaxArtifactBytes (a warning on stderr). Either is replaced by the next store.
+  // Throws Error(Cache) when the folder is owned by another user or writable by group or
+  // others.
   std::optional<Artifact> load(const std::string& kernel_name, const std::string& key) const;
   // Stores under the artifact's own kernel name and cache key, atomically
-  // (runtime/atomic_file.h). Failures to write are reported through FLASHJIT_VERBOSE and
-  // otherwise ignored (the cache is an optimisation).
+  // (runtime/atomic_file.h), creating the folder 0700. Failures to write are reported through
+  // FLASHJIT_VERBOSE and otherwise ignored (the cache is an optimisation).
   void store(const Artifact& artifact) const;
 
   CacheStats stats() const;

@@ -116,9 +116,20 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::build(
                             match.why_not));
   }
   const std::string key = disk_cache_key(kernel->source, plan.target);
-  if (std::optional<Artifact> entry = disk_.load(plan.kernel_name, key)) {
+  std::optional<Artifact> entry = disk_.load(plan.kernel_name, key);
+  if (entry) {
+    try {
+      kernel->ptxas = parse_ptxas_report(entry->ptxas_log, plan.kernel_name);
+    } catch (const std::exception& error) {
+      // A log this flashjit cannot parse (a number past int, say) makes the entry a miss that
+      // the compile below rewrites, not an error on every run.
+      verbose("cache entry for {}: ptxas log unusable ({}): treated as a miss", plan.kernel_name,
+              error.what());
+      entry.reset();
+    }
+  }
+  if (entry) {
     kernel->artifacts = std::move(*entry);
-    kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
     kernel->report = make_report(plan, kernel->ptxas);
     kernel->report.cache_hit = true;
     verbose("{} ({}): disk cache hit", plan.kernel_name, plan.target);

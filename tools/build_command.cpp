@@ -168,6 +168,7 @@ std::vector<std::shared_ptr<const rt::CompiledKernel>> compile_all(const std::ve
 }
 
 int run_build(const BuildOptions& options) {
+  rt::check_replaceable(options.output, "bundle");  // before the compiles, not after them
   const std::vector<Job> jobs = plan_jobs(options);
   const auto compiled = compile_all(jobs);
   rt::Bundle bundle;

@@ -3,12 +3,15 @@
 // `flashjit build` / NVRTC hidden through the CLI.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <string>
-#include <sys/wait.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -226,6 +229,9 @@ TEST_CASE("flashjit build: a bundle with the 16-byte and natural variants, its m
   REQUIRE(run_cli("FLASHJIT_DISABLE_CACHE=1",
                   "build " + spec + " --arch sm_80 -o " + bundle_path, out) == 0);
   CHECK(out.find("2 kernels") != std::string::npos);
+  // Written through a unique temporary, renamed: nothing else is left in the folder.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
   const Bundle bundle = read_bundle(read_file(bundle_path), bundle_path);
   REQUIRE(bundle.kernels.size() == 2);
   CHECK(bundle.kernels[0].align_bytes == 16);
@@ -242,4 +248,43 @@ TEST_CASE("flashjit build: a bundle with the 16-byte and natural variants, its m
                 "compile " + spec + " --arch sm_80", out) == 4);
   CHECK(out.find("NVRTC could not be loaded: tried /nonexistent/libnvrtc.so") !=
         std::string::npos);
+}
+
+TEST_CASE("flashjit build -o: a device node, a symlink or a folder is refused before any "
+          "compile and left as it was") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/examples/embed/hd100.yaml";
+  std::string out;
+  if (fs::is_character_file("/dev/full")) {
+    CHECK(run_cli("FLASHJIT_DISABLE_CACHE=1", "build " + spec + " --arch sm_80 -o /dev/full",
+                  out) == 5);
+    CHECK(out.find("cannot write bundle /dev/full: it is a device node") != std::string::npos);
+    CHECK(fs::is_character_file("/dev/full"));
+  }
+  const fs::path victim = dir.path() / "victim";
+  std::ofstream(victim) << "precious";
+  const fs::path link = dir.path() / "link.fjb";
+  fs::create_symlink(victim, link);
+  CHECK(run_cli("FLASHJIT_DISABLE_CACHE=1", "build " + spec + " --arch sm_80 -o " +
+                link.string(), out) == 5);
+  CHECK(out.find("it is a symbolic link") != std::string::npos);
+  CHECK(fs::is_symlink(link));
+  CHECK(read_file(victim.string()) == "precious");
+  CHECK(run_cli("FLASHJIT_DISABLE_CACHE=1", "build " + spec + " --arch sm_80 -o " +
+                dir.str(), out) == 5);
+  CHECK(out.find("it is a folder") != std::string::npos);
+}
+
+TEST_CASE("register_bundle_file: a folder or a FIFO is refused with Error(Io), without "
+          "blocking") {
+  TempDir dir;
+  CHECK(message_of([&] { flashjit::register_bundle_file(dir.str()); }, ErrorKind::Io)
+            .find("is a folder") != std::string::npos);
+  const std::string fifo = (dir.path() / "fifo.fjb").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(message_of([&] { flashjit::register_bundle_file(fifo); }, ErrorKind::Io)
+            .find("not a regular file") != std::string::npos);
+  CHECK(message_of([&] { flashjit::register_bundle_file(fifo + ".missing"); }, ErrorKind::Io)
+            .find("no such file") != std::string::npos);
 }
