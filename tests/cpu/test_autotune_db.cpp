@@ -90,8 +90,9 @@ TEST_CASE("autotune: parse names what is wrong in a file that is not a tune DB")
       parse("{\"format\": \"flashjit-tune-db\", \"version\": 1099511627776, \"entries\": []}",
             "x.json"),
       doctest::Contains("version 1099511627776"), Error);
-  CHECK_THROWS_WITH_AS(parse("{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": 3}", "x.json"),
-                       doctest::Contains("not a list"), Error);
+  CHECK_THROWS_WITH_AS(
+      parse("{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": 3}", "x.json"),
+      doctest::Contains("not a list"), Error);
 }
 
 TEST_CASE("autotune: parse skips a bad entry, naming it, and keeps the good ones") {
