@@ -11,8 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/chrono.h>
@@ -20,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/candidates.h"
+#include "runtime/atomic_file.h"
+#include "runtime/bounded_read.h"
 #include "runtime/env.h"
 
 namespace flashjit::tune {
@@ -93,17 +93,17 @@ auto sort_key(const TuneEntry& e) {
   return std::tie(e.spec_summary, e.spec_hash, e.bucket, e.gpu.name, e.gpu.driver_version);
 }
 
-// The whole file, or nullopt when it does not exist.
+constexpr uint64_t kMaxDbBytes = uint64_t{64} << 20;
+
+// The whole file, or nullopt when it does not exist; Error(Io) for a folder, a FIFO, a file
+// over kMaxDbBytes or one that cannot be read.
 std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT || !fs::exists(path)) return std::nullopt;
-    throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot open: {}", path,
-                                           std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return rt::read_bounded_file(path, {kMaxDbBytes, true, false}, "tune DB");
+}
+
+void warn_skipped(const ParsedDb& parsed) {
+  for (const std::string& why : parsed.skipped)
+    std::fprintf(stderr, "[flashjit] warning: tune DB entry skipped: %s\n", why.c_str());
 }
 
 void create_parent_folder(const std::string& path) {
@@ -143,8 +143,9 @@ class WriterLock {
   int fd_ = -1;
 };
 
-// Renames a corrupt DB out of the way (caller holds the writers' lock) and says so on stderr:
-// a silently ignored tuning file would look like a slow GPU.
+// Renames a DB this writer cannot keep whole out of the way (the caller holds the writers'
+// lock) and says so on stderr: a silently dropped tuning file would look like a slow GPU.
+// Only writers call it; readers report and leave the file as it is.
 void set_aside(const std::string& path, const std::string& why) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const std::string stem = fmt::format(
@@ -154,62 +155,30 @@ void set_aside(const std::string& path, const std::string& why) {
   std::error_code error;
   fs::rename(path, aside, error);
   if (error)
-    std::fprintf(stderr, "[flashjit] warning: tune DB %s is corrupt (%s) and could not be set "
-                 "aside (%s); it is ignored\n", path.c_str(), why.c_str(),
-                 error.message().c_str());
-  else
-    std::fprintf(stderr, "[flashjit] warning: tune DB %s is corrupt (%s); moved to %s, tuning "
-                 "starts from an empty DB\n", path.c_str(), why.c_str(), aside.c_str());
+    throw Error(ErrorKind::Io, fmt::format("tune DB {} is corrupt ({}) and could not be set "
+                                           "aside: {}", path, why, error.message()));
+  std::fprintf(stderr, "[flashjit] warning: tune DB not kept whole (%s); moved to %s\n",
+               why.c_str(), aside.c_str());
 }
 
-// Parses the file at `path`; a corrupt file is set aside (once: under the writers' lock,
-// and only if it still holds the text that failed, since a writer may have replaced it
-// meanwhile) and read as empty. `locked` says whether the caller holds the lock already.
-std::vector<TuneEntry> load_or_set_aside(const std::string& path, bool locked) {
-  const std::optional<std::string> text = read_file(path);
-  if (!text) return {};
+// The writer's read, under the writers' lock: a DB that is corrupt as a whole is set aside and
+// read as empty; one with bad entries is set aside too (a copy of every entry stays there)
+// and its good entries are kept.
+std::vector<TuneEntry> load_for_writer(const std::string& path) {
+  ParsedDb parsed;
   try {
-    return parse(*text, path);
+    const std::optional<std::string> text = read_file(path);
+    if (!text) return {};
+    parsed = parse(*text, path);
   } catch (const Error& error) {
-    std::optional<WriterLock> lock;
-    if (!locked) lock.emplace(path);
-    const std::optional<std::string> again = read_file(path);
-    if (!again) return {};
-    if (*again != *text) return load_or_set_aside(path, true);  // replaced: read the new one
     set_aside(path, error.what());
     return {};
   }
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-  create_parent_folder(path);
-  std::string temp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0)
-    throw Error(ErrorKind::Io, fmt::format("tune DB {}: cannot create a temporary file: {}",
-                                           path, std::strerror(errno)));
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      throw Error(ErrorKind::Io, fmt::format("tune DB {}: write failed: {}", temp,
-                                             std::strerror(error)));
-    }
-    written += static_cast<size_t>(n);
-  }
-  ::fchmod(fd, 0644);  // mkstemp makes 0600; the DB is meant to be shared and shipped
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    throw Error(ErrorKind::Io, fmt::format("tune DB {}: rename from {} failed: {}", path, temp,
-                                           std::strerror(error)));
-  }
+  warn_skipped(parsed);
+  if (!parsed.skipped.empty())
+    set_aside(path, fmt::format("{} bad entr{} in {} skipped", parsed.skipped.size(),
+                                parsed.skipped.size() == 1 ? "y" : "ies", path));
+  return std::move(parsed.entries);
 }
 
 std::string utc_now() {
@@ -238,40 +207,58 @@ std::string serialize(const std::vector<TuneEntry>& entries) {
   return doc.dump(2) + "\n";
 }
 
-std::vector<TuneEntry> parse(const std::string& text, const std::string& source) {
+ParsedDb parse(const std::string& text, const std::string& source) {
+  json doc;
   try {
-    const json doc = json::parse(text);
-    if (!doc.is_object() || doc.value("format", "") != kFormat)
-      throw Error(ErrorKind::Cache,
-                  fmt::format("{}: not a tune DB (no \"format\": \"{}\")", source, kFormat));
-    if (doc.at("version").get<int>() != kVersion)
-      throw Error(ErrorKind::Cache, fmt::format("{}: tune DB version {} (this flashjit reads {})",
-                                                source, doc.at("version").dump(), kVersion));
-    std::vector<TuneEntry> entries;
-    const json& list = doc.at("entries");
-    for (size_t i = 0; i < list.size(); ++i) {
-      try {
-        entries.push_back(entry_from(list.at(i)));
-      } catch (const Error& error) {
-        throw Error(ErrorKind::Cache, fmt::format("{}: entries[{}]: {}", source, i, error.what()));
-      } catch (const json::exception& error) {
-        throw Error(ErrorKind::Cache, fmt::format("{}: entries[{}]: {}", source, i, error.what()));
-      }
-    }
-    return entries;
+    doc = json::parse(text);
   } catch (const json::exception& error) {
     throw Error(ErrorKind::Cache, fmt::format("{}: {}", source, error.what()));
   }
+  if (!doc.is_object() || doc.value("format", json()) != kFormat)
+    throw Error(ErrorKind::Cache,
+                fmt::format("{}: not a tune DB (no \"format\": \"{}\")", source, kFormat));
+  const json version = doc.value("version", json());
+  if (version != kVersion)
+    throw Error(ErrorKind::Cache, fmt::format("{}: tune DB version {} (this flashjit reads {})",
+                                              source, version.dump(), kVersion));
+  const json list = doc.value("entries", json());
+  if (!list.is_array())
+    throw Error(ErrorKind::Cache, fmt::format("{}: \"entries\" is not a list", source));
+  ParsedDb parsed;
+  for (size_t i = 0; i < list.size(); ++i) {
+    try {
+      parsed.entries.push_back(entry_from(list[i]));
+    } catch (const std::exception& error) {  // Error or json::exception, both name the field
+      parsed.skipped.push_back(fmt::format("{}: entries[{}]: {}", source, i, error.what()));
+    }
+  }
+  return parsed;
 }
 
 TuneDb::TuneDb(std::string path) : path_(std::move(path)) {}
 
-std::vector<TuneEntry> TuneDb::load() const { return load_or_set_aside(path_, false); }
+std::vector<TuneEntry> TuneDb::load() const {
+  const std::optional<std::string> text = read_file(path_);
+  if (!text) return {};
+  ParsedDb parsed = parse(*text, path_);
+  warn_skipped(parsed);
+  return std::move(parsed.entries);
+}
 
 Lookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
                       const ShapeBucket& bucket) const {
   Lookup found;
-  for (TuneEntry& e : load()) {
+  std::vector<TuneEntry> entries;
+  try {
+    entries = load();
+  } catch (const Error& error) {
+    // A caller that only wanted tiles gets the heuristic's, and the reason on stderr.
+    std::fprintf(stderr, "[flashjit] warning: tune DB unusable (%s); the heuristic's tiles are "
+                 "used\n", error.what());
+    found.note = fmt::format("tune DB {} unusable: {}", path_, error.what());
+    return found;
+  }
+  for (TuneEntry& e : entries) {
     if (e.spec_hash != hash || e.bucket != bucket) continue;
     if (e.gpu == gpu) {
       found.entry = std::move(e);
@@ -290,7 +277,7 @@ Lookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
 void TuneDb::record(const std::vector<TuneEntry>& entries) const {
   const WriterLock lock(path_);
   // Re-read under the lock: another process may have recorded entries since we last looked.
-  std::vector<TuneEntry> merged = load_or_set_aside(path_, true);
+  std::vector<TuneEntry> merged = load_for_writer(path_);
   for (TuneEntry e : entries) {
     if (e.tuned_at.empty()) e.tuned_at = utc_now();
     const auto same = std::find_if(merged.begin(), merged.end(),
@@ -300,7 +287,9 @@ void TuneDb::record(const std::vector<TuneEntry>& entries) const {
     else
       merged.push_back(std::move(e));
   }
-  write_atomically(path_, serialize(merged));
+  create_parent_folder(path_);
+  // 0644: the DB is meant to be shared and shipped.
+  rt::write_file_atomically(path_, serialize(merged), 0644, "tune DB");
 }
 
 }  // namespace flashjit::tune

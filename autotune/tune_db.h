@@ -7,8 +7,9 @@
 // writer dies, so a killed process never blocks later ones), re-read the file under that
 // lock, merge their entries into it, write a unique temporary file in the same folder and
 // rename it over the DB. The lock only orders writers; the rename alone keeps readers safe.
-// A corrupt DB is reported on stderr and renamed to "<db>.corrupt-<unix time>", never thrown
-// at a caller that only wanted a lookup.
+// Readers never change the file: a DB that cannot be read is an error (load) or a warning and
+// the heuristic's tiles (lookup), and one bad entry is skipped with a warning. Only a writer
+// sets a DB aside, renamed to "<db>.corrupt-<unix time>", when it cannot keep it whole.
 #pragma once
 
 #include <optional>
@@ -51,10 +52,12 @@ class TuneDb {
   explicit TuneDb(std::string path);
   const std::string& path() const { return path_; }
 
-  // Every entry in the file (none when it does not exist). A corrupt file is reported, set
-  // aside and read as empty.
+  // Every good entry in the file (none when it does not exist); a bad entry is skipped with a
+  // warning on stderr. Throws Error(Io) for a file that cannot be read (a folder, a FIFO, over
+  // 64 MiB) and Error(Cache) for one that is not a tune DB of this version.
   std::vector<TuneEntry> load() const;
-  // The entry for this GPU, spec and bucket; entries of other GPUs are counted, not used.
+  // The entry for this GPU, spec and bucket; entries of other GPUs are counted, not used. An
+  // unusable DB is a warning on stderr and no entry, never an exception.
   Lookup lookup(const GpuIdentity& gpu, const std::string& spec_hash,
                 const ShapeBucket& bucket) const;
   // Merges `entries` into the file (replacing entries with the same key) under the writers'
@@ -66,8 +69,13 @@ class TuneDb {
 };
 
 // The file's JSON text for `entries` (sorted, so the file diffs well), and back. parse
-// throws Error(Cache) naming what is wrong when the text is not a tune DB.
+// throws Error(Cache) naming what is wrong when the text as a whole is not a tune DB, and
+// lists each entry it cannot read in `skipped` ("<source>: entries[3]: why").
+struct ParsedDb {
+  std::vector<TuneEntry> entries;
+  std::vector<std::string> skipped;
+};
 std::string serialize(const std::vector<TuneEntry>& entries);
-std::vector<TuneEntry> parse(const std::string& text, const std::string& source);
+ParsedDb parse(const std::string& text, const std::string& source);
 
 }  // namespace flashjit::tune

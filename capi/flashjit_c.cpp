@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashjit/flashjit.h"
+#include "runtime/compile_report_json.h"
 
 struct flashjit_runtime {
   flashjit::Runtime runtime;
@@ -66,23 +67,6 @@ flashjit::Error null_argument(const char* function, const char* argument) {
 flashjit::TensorStrides strides_of(const int64_t* s, const char* function, const char* name) {
   if (s == nullptr) throw null_argument(function, name);
   return {s[0], s[1], s[2]};
-}
-
-nlohmann::json to_json(const flashjit::CompileReport& r) {
-  return {{"kernel_name", r.kernel_name},
-          {"target", r.target},
-          {"registers", r.registers},
-          {"shared_bytes", r.shared_bytes},
-          {"spill_store_bytes", r.spill_store_bytes},
-          {"spill_load_bytes", r.spill_load_bytes},
-          {"stack_bytes", r.stack_bytes},
-          {"compile_ms", r.compile_ms},
-          {"cache_hit", r.cache_hit},
-          {"tiles",
-           {{"block_m", r.tiles.block_m},
-            {"block_n", r.tiles.block_n},
-            {"warps", r.tiles.warps},
-            {"stages", r.tiles.stages}}}};
 }
 
 }  // namespace
@@ -205,7 +189,7 @@ const char* flashjit_kernel_report_json(flashjit_kernel* kernel) {
     if (kernel == nullptr) throw null_argument(function, "kernel");
     nlohmann::json reports = nlohmann::json::array();
     for (const flashjit::CompileReport& report : kernel->kernel->reports()) {
-      reports.push_back(to_json(report));
+      reports.push_back(flashjit::rt::compile_report_json(report));
     }
     kernel->report_json =
         nlohmann::json{{"spec", kernel->kernel->spec().name}, {"reports", reports}}.dump();

@@ -1,27 +1,13 @@
-// Bundle file layout:
-//
-//   "FJBUNDLE"        8-byte magic
-//   64 bytes          lowercase hex SHA-256 of the body
-//   body              CBOR (nlohmann::json::to_cbor) of
-//                     { format_version, generator_version, nvrtc_version,
-//                       kernels: [ { spec_name, spec_yaml, target, align_bytes,
-//                                    tiles: {block_m, block_n, warps, stages},
-//                                    kernel_name, source_sha256, cache_key, ptxas_log,
-//                                    cubin (CBOR byte string) } ] }
-//
-// CBOR rather than JSON because cubins are binary; the checksum comes before the body so that
-// nothing in a corrupt body is parsed at all.
 #include "runtime/bundle.h"
 
-
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "runtime/bounded_read.h"
 #include "runtime/env.h"
 
 namespace flashjit::rt {
@@ -29,15 +15,11 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr char kMagic[] = "FJBUNDLE";
-constexpr size_t kMagicBytes = sizeof(kMagic) - 1;
-constexpr size_t kChecksumChars = 64;
-
 std::string tiles_text(const Tiles& t) {
   return fmt::format("m{}n{}w{}s{}", t.block_m, t.block_n, t.warps, t.stages);
 }
 
-json kernel_json(const BundleKernel& k) {
+json kernel_json(const Artifact& k) {
   return {{"spec_name", k.spec_name},
           {"spec_yaml", k.spec_yaml},
           {"target", k.target},
@@ -50,27 +32,7 @@ json kernel_json(const BundleKernel& k) {
           {"kernel_name", k.kernel_name},
           {"source_sha256", k.source_sha256},
           {"cache_key", k.cache_key},
-          {"ptxas_log", k.ptxas_log}};
-}
-
-// Reads one kernel; nlohmann's at()/get() throw on a missing field or a wrong type, which
-// read_bundle turns into Error(Io) naming the bundle and the kernel's index.
-BundleKernel kernel_from_json(const json& j) {
-  BundleKernel k;
-  k.spec_name = j.at("spec_name").get<std::string>();
-  k.spec_yaml = j.at("spec_yaml").get<std::string>();
-  k.target = j.at("target").get<std::string>();
-  k.align_bytes = j.at("align_bytes").get<int>();
-  const json& tiles = j.at("tiles");
-  k.tiles = {tiles.at("block_m").get<int>(), tiles.at("block_n").get<int>(),
-             tiles.at("warps").get<int>(), tiles.at("stages").get<int>()};
-  k.kernel_name = j.at("kernel_name").get<std::string>();
-  k.source_sha256 = j.at("source_sha256").get<std::string>();
-  k.cache_key = j.at("cache_key").get<std::string>();
-  k.ptxas_log = j.at("ptxas_log").get<std::string>();
-  const auto& cubin = j.at("cubin").get_binary();
-  k.cubin.assign(cubin.begin(), cubin.end());
-  return k;
+          {"cubin_bytes", k.cubin.size()}};
 }
 
 Error corrupt(const std::string& name, const std::string& why) {
@@ -79,72 +41,23 @@ Error corrupt(const std::string& name, const std::string& why) {
 
 }  // namespace
 
-std::string write_bundle(const Bundle& bundle) {
-  json kernels = json::array();
-  for (const BundleKernel& k : bundle.kernels) {
-    json entry = kernel_json(k);
-    entry["cubin"] = json::binary(std::vector<std::uint8_t>(k.cubin.begin(), k.cubin.end()));
-    kernels.push_back(std::move(entry));
-  }
-  const json document = {{"format_version", kBundleFormatVersion},
-                         {"generator_version", bundle.generator_version},
-                         {"nvrtc_version", bundle.nvrtc_version},
-                         {"kernels", std::move(kernels)}};
-  const std::vector<std::uint8_t> cbor = json::to_cbor(document);
-  const std::string body(cbor.begin(), cbor.end());
-  return std::string(kMagic, kMagicBytes) + sha256_hex(body) + body;
-}
-
 Bundle read_bundle(const std::string& bytes, const std::string& name) {
-  if (bytes.size() < kMagicBytes + kChecksumChars ||
-      bytes.compare(0, kMagicBytes, kMagic) != 0) {
-    throw corrupt(name, "not a flashjit bundle (no FJBUNDLE header)");
-  }
-  const std::string checksum = bytes.substr(kMagicBytes, kChecksumChars);
-  const std::string body = bytes.substr(kMagicBytes + kChecksumChars);
-  if (sha256_hex(body) != checksum) {
-    throw corrupt(name, "SHA-256 checksum mismatch (truncated or modified file)");
-  }
-  json document;
   try {
-    document = json::from_cbor(body);
-  } catch (const json::exception& error) {
+    return decode_bundle(bytes);
+  } catch (const Error& error) {
+    if (error.kind() == ErrorKind::Usage)
+      throw Error(ErrorKind::Usage,
+                  fmt::format("bundle {} has {}: rebuild it with this flashjit's ({}) "
+                              "`flashjit build`",
+                              name, error.what(), version()));
     throw corrupt(name, error.what());
   }
-  Bundle bundle;
-  try {
-    const int format = document.at("format_version").get<int>();
-    if (format != kBundleFormatVersion) {
-      throw Error(ErrorKind::Usage,
-                  fmt::format("bundle {} has format version {}; this flashjit ({}) reads version "
-                              "{}: rebuild it with this flashjit's `flashjit build`",
-                              name, format, version(), kBundleFormatVersion));
-    }
-    bundle.generator_version = document.at("generator_version").get<std::string>();
-    bundle.nvrtc_version = document.at("nvrtc_version").get<std::string>();
-    const json& kernels = document.at("kernels");
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      try {
-        bundle.kernels.push_back(kernel_from_json(kernels.at(i)));
-      } catch (const json::exception& error) {
-        throw corrupt(name, fmt::format("kernel #{}: {}", i, error.what()));
-      }
-    }
-  } catch (const json::exception& error) {
-    throw corrupt(name, fmt::format("manifest: {}", error.what()));
-  }
-  return bundle;
 }
 
 json bundle_manifest(const Bundle& bundle) {
   json kernels = json::array();
-  for (const BundleKernel& k : bundle.kernels) {
-    json entry = kernel_json(k);
-    entry.erase("ptxas_log");
-    entry["cubin_bytes"] = k.cubin.size();
-    kernels.push_back(std::move(entry));
-  }
-  return {{"format_version", kBundleFormatVersion},
+  for (const Artifact& k : bundle.kernels) kernels.push_back(kernel_json(k));
+  return {{"format_version", kArtifactFormatVersion},
           {"generator_version", bundle.generator_version},
           {"nvrtc_version", bundle.nvrtc_version},
           {"kernels", std::move(kernels)}};
@@ -191,11 +104,11 @@ BundleRegistry::Match BundleRegistry::find(const std::string& target,
   for (const Registered& registered : bundles_) {
     std::set<std::string> other_targets;
     std::set<std::string> other_variants;
-    for (const BundleKernel& k : registered.bundle->kernels) {
+    for (const Artifact& k : registered.bundle->kernels) {
       if (k.kernel_name == kernel_name && k.target == target) {
         if (k.source_sha256 == source_sha256) {
           // Aliasing pointer: the kernel lives as long as its bundle.
-          return {std::shared_ptr<const BundleKernel>(registered.bundle, &k), registered.name,
+          return {std::shared_ptr<const Artifact>(registered.bundle, &k), registered.name,
                   ""};
         }
         near.push_back(fmt::format(
@@ -237,10 +150,10 @@ void register_bundle(const void* data, size_t size, const std::string& name) {
 }
 
 void register_bundle_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, fmt::format("cannot read bundle {}", path));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rt::BundleRegistry::global().add(bytes, path);
+  const std::optional<std::string> bytes =
+      rt::read_bounded_file(path, {rt::kMaxBundleBytes, true, false}, "bundle");
+  if (!bytes) throw Error(ErrorKind::Io, fmt::format("bundle {}: no such file", path));
+  rt::BundleRegistry::global().add(*bytes, path);
 }
 
 }  // namespace flashjit

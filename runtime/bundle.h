@@ -1,6 +1,6 @@
-// Kernel bundles: many compiled kernels (cubins + a manifest) in one checksummed file, written
-// by `flashjit build` and registered by applications (usually through the static registrar
-// that the CMake function flashjit_add_kernels compiles into them). The runtime looks in
+// Kernel bundles: many compiled kernels (artifacts, runtime/artifact.h) in one checksummed
+// file, written by `flashjit build` and registered by applications (usually through the static
+// registrar that the CMake function flashjit_add_kernels compiles into them). The runtime looks in
 // registered bundles before the disk cache and NVRTC.
 //
 // A bundled kernel is matched by plan identity, which needs no NVRTC: the same target, the
@@ -19,39 +19,17 @@
 
 #include "flashjit/flashjit.h"
 
+#include "runtime/artifact.h"
 #include "runtime/sha256.h"
 
 namespace flashjit::rt {
 
-// Bumped whenever the layout in bundle.cpp changes; a bundle of another version is refused.
-inline constexpr int kBundleFormatVersion = 1;
-
-struct BundleKernel {
-  std::string spec_name;
-  std::string spec_yaml;  // Spec::to_yaml() of the spec it was built from
-  std::string target;     // "sm_90a"
-  int align_bytes = 16;
-  Tiles tiles;
-  std::string kernel_name;
-  std::string source_sha256;  // hex SHA-256 of the rendered source
-  std::string cache_key;      // the disk-cache key it was compiled under (for reference)
-  std::string cubin;
-  std::string ptxas_log;      // parsed again for the compile report
-};
-
-struct Bundle {
-  std::string generator_version;  // flashjit::version() of the builder
-  std::string nvrtc_version;      // NVRTC that compiled the cubins
-  std::vector<BundleKernel> kernels;
-};
-
-// The bundle as file bytes: "FJBUNDLE", the hex SHA-256 of the body, then the body (CBOR).
-std::string write_bundle(const Bundle& bundle);
-// Parses and checks file bytes: magic, checksum, format version, every manifest field.
-// `name` (a path, or the embedding target) names the bundle in messages. Throws Error(Io) for
-// a corrupt or truncated bundle and Error(Usage) for one of another format version.
+// Parses and checks file bytes (runtime/artifact.h: magic, checksum, format version, every
+// field of every kernel). `name` (a path, or the embedding target) names the bundle in
+// messages. Throws Error(Io) for a corrupt or truncated bundle and Error(Usage) for one of
+// another format version.
 Bundle read_bundle(const std::string& bytes, const std::string& name);
-// The manifest as JSON: everything but the cubins (their sizes instead).
+// The manifest as JSON: everything but the cubins (their sizes instead) and the ptxas logs.
 nlohmann::json bundle_manifest(const Bundle& bundle);
 
 // The bundles registered in this process (thread-safe). Registration refuses a bundle built by
@@ -65,7 +43,7 @@ class BundleRegistry {
   bool empty() const;
 
   struct Match {
-    std::shared_ptr<const BundleKernel> kernel;  // null on a miss
+    std::shared_ptr<const Artifact> kernel;  // null on a miss
     std::string bundle_name;
     std::string why_not;  // on a miss: what the registered bundles hold instead, and refusals
   };

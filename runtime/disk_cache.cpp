@@ -1,32 +1,21 @@
-// Entry file layout (all integers little-endian; the format version is bumped whenever it
-// changes, and it is part of every key, so an old file is simply never looked up again):
-//
-//   "FJKCACHE"                       8-byte magic
-//   u32 format version               kFormatVersion
-//   u64 payload size
-//   payload = six fields, each u64 length + bytes:
-//             key, kernel_name, target, cubin, ptx, ptxas_log
-//   32 bytes SHA-256 of the payload
-//
-// A plain length-prefixed layout rather than JSON: cubins are binary and the reader has to
-// reject a truncated file before trusting any length it reads.
+// Entries are artifacts (runtime/artifact.h) named <kernel_name>-<key>.fjk.
 #include "runtime/disk_cache.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
 #include "flashjit/flashjit.h"
+#include "runtime/atomic_file.h"
+#include "runtime/bounded_read.h"
+#include "runtime/byte_fields.h"
 #include "runtime/env.h"
 #include "runtime/sha256.h"
 
@@ -34,117 +23,45 @@ namespace flashjit::rt {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'F', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kExtension = ".fjk";
-constexpr const char* kTempMarker = ".fjk.tmp-";  // temp files: <name>.fjk.tmp-XXXXXX
-constexpr size_t kDigestBytes = sizeof(Sha256Digest);
-
-void put_u32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-void put_u64(std::string& out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-void put_field(std::string& out, const std::string& field) {
-  put_u64(out, field.size());
-  out += field;
-}
-
-// Reads fields back from a byte string, refusing to run past its end.
-class Reader {
- public:
-  explicit Reader(const std::string& data) : data_(data) {}
-  bool u32(uint32_t& value) { return integer(value, 4); }
-  bool u64(uint64_t& value) { return integer(value, 8); }
-  bool bytes(std::string& out, uint64_t size) {
-    if (size > data_.size() - pos_) return false;
-    out.assign(data_, pos_, size);
-    pos_ += size;
-    return true;
-  }
-  bool field(std::string& out) {
-    uint64_t size = 0;
-    return u64(size) && bytes(out, size);
-  }
-  bool at_end() const { return pos_ == data_.size(); }
-
- private:
-  template <typename T>
-  bool integer(T& value, int size) {
-    if (data_.size() - pos_ < static_cast<size_t>(size)) return false;
-    value = 0;
-    for (int i = 0; i < size; ++i) {
-      value |= static_cast<T>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
-    }
-    pos_ += size;
-    return true;
-  }
-  const std::string& data_;
-  size_t pos_ = 0;
-};
 
 bool is_entry(const fs::path& path) { return path.extension() == kExtension; }
 bool is_temp(const fs::path& path) {
-  return path.filename().string().find(kTempMarker) != std::string::npos;
+  return path.filename().string().find(std::string(kExtension) + std::string(kTempSuffix)) !=
+         std::string::npos;
 }
 
-std::string serialize(const std::string& key, const CacheEntry& entry) {
-  std::string payload;
-  for (const std::string* field :
-       {&key, &entry.kernel_name, &entry.target, &entry.cubin, &entry.ptx, &entry.ptxas_log}) {
-    put_field(payload, *field);
-  }
-  std::string file(kMagic, sizeof(kMagic));
-  put_u32(file, kFormatVersion);
-  put_u64(file, payload.size());
-  file += payload;
-  const Sha256Digest digest = sha256(payload);
-  file.append(reinterpret_cast<const char*>(digest.data()), digest.size());
-  return file;
+// mkdir -p with the last folder made 0700: the cache holds code that runs on the GPU.
+void create_private_folder(const std::string& dir) {
+  if (fs::exists(dir)) return;
+  const fs::path parent = fs::path(dir).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Error(ErrorKind::Cache,
+                fmt::format("cannot create cache folder {}: {}", dir, std::strerror(errno)));
 }
 
-// Why `file` is not a valid entry for `key` ("" when it is).
-std::string parse(const std::string& file, const std::string& key, CacheEntry& entry) {
-  Reader reader(file);
-  std::string magic;
-  uint32_t version = 0;
-  uint64_t payload_size = 0;
-  if (!reader.bytes(magic, sizeof(kMagic)) || magic != std::string(kMagic, sizeof(kMagic))) {
-    return "bad magic";
-  }
-  if (!reader.u32(version) || version != kFormatVersion) {
-    return fmt::format("format version {} (expected {})", version, kFormatVersion);
-  }
-  std::string payload, checksum;
-  if (!reader.u64(payload_size) || !reader.bytes(payload, payload_size) ||
-      !reader.bytes(checksum, kDigestBytes) || !reader.at_end()) {
-    return "truncated or oversized";
-  }
-  const Sha256Digest digest = sha256(payload);
-  if (checksum != std::string(reinterpret_cast<const char*>(digest.data()), digest.size())) {
-    return "checksum mismatch";
-  }
-  Reader fields(payload);
-  std::string stored_key;
-  if (!fields.field(stored_key) || !fields.field(entry.kernel_name) ||
-      !fields.field(entry.target) || !fields.field(entry.cubin) || !fields.field(entry.ptx) ||
-      !fields.field(entry.ptxas_log) || !fields.at_end()) {
-    return "malformed payload";
-  }
-  if (stored_key != key) return "holds another key";
-  return "";
-}
-
-bool write_all(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
+// As OpenSSH's StrictModes: a folder another user owns or can write to could hold a forged
+// entry (its checksum is recomputable by anyone), so it is not used at all.
+void check_private_folder(const std::string& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0)
+    throw Error(ErrorKind::Cache,
+                fmt::format("cache folder {}: {}", dir, std::strerror(errno)));
+  std::string why;
+  if (!S_ISDIR(info.st_mode))
+    why = "is not a folder";
+  else if (info.st_uid != ::geteuid())
+    why = fmt::format("is owned by uid {}, not by this user (uid {})", info.st_uid, ::geteuid());
+  else if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    why = fmt::format("is writable by group or others (mode {:04o})", info.st_mode & 07777);
+  if (!why.empty())
+    throw Error(ErrorKind::Cache,
+                fmt::format("cache folder {} {}: flashjit does not load kernels from a folder "
+                            "another user could write to. Use a folder of your own "
+                            "(FLASHJIT_CACHE_DIR), `chmod go-w` it, or set "
+                            "FLASHJIT_DISABLE_CACHE=1",
+                            dir, why));
 }
 
 }  // namespace
@@ -153,16 +70,16 @@ std::string cache_key(const CacheKeyInput& input) {
   // Every field is tagged and length-prefixed, so no two different inputs serialize alike.
   std::vector<std::string> options = input.options;
   std::sort(options.begin(), options.end());
-  std::string canonical;
-  put_field(canonical, "flashjit-cache-key");
-  put_u32(canonical, kFormatVersion);
-  put_field(canonical, input.generator_version);
-  put_field(canonical, input.source);
-  put_field(canonical, input.nvrtc_version);
-  put_u64(canonical, options.size());
-  for (const std::string& option : options) put_field(canonical, option);
-  put_field(canonical, input.target);
-  return sha256_hex(canonical);
+  ByteWriter canonical;
+  canonical.field("flashjit-cache-key");
+  canonical.u32(kArtifactFormatVersion);
+  canonical.field(input.generator_version);
+  canonical.field(input.source);
+  canonical.field(input.nvrtc_version);
+  canonical.u64(options.size());
+  for (const std::string& option : options) canonical.field(option);
+  canonical.field(input.target);
+  return sha256_hex(canonical.bytes());
 }
 
 DiskCache DiskCache::from_env() { return DiskCache(cache_dir(), !cache_disabled()); }
@@ -173,45 +90,50 @@ std::string DiskCache::path_for(const std::string& kernel_name, const std::strin
   return (fs::path(dir_) / (kernel_name + "-" + key + kExtension)).string();
 }
 
-std::optional<CacheEntry> DiskCache::load(const std::string& kernel_name,
-                                          const std::string& key) const {
+std::optional<Artifact> DiskCache::load(const std::string& kernel_name,
+                                        const std::string& key) const {
   if (!enabled_) return std::nullopt;
+  if (!fs::exists(dir_)) return std::nullopt;  // nothing cached yet
+  check_private_folder(dir_);
   const std::string path = path_for(kernel_name, key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;  // the ordinary miss
-  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CacheEntry entry;
-  if (std::string why = parse(file, key, entry); !why.empty()) {
-    verbose("cache entry {} is unusable ({}): treated as a miss", path, why);
+  std::optional<std::string> file;
+  try {
+    // O_NOFOLLOW and the ownership rules: what is loaded here runs on the GPU.
+    file = read_bounded_file(path, {kMaxArtifactBytes, false, true}, "cache entry");
+  } catch (const Error& error) {
+    // Not a torn write but something planted or left there: say so even without VERBOSE.
+    std::fprintf(stderr, "[flashjit] warning: %s; not loaded, it will be replaced\n",
+                 error.what());
     return std::nullopt;
   }
-  return entry;
+  if (!file) return std::nullopt;  // the ordinary miss
+  try {
+    Artifact artifact = decode_artifact(*file);
+    if (artifact.cache_key != key || artifact.kernel_name != kernel_name)
+      throw Error(ErrorKind::Io, "holds another kernel or key");
+    return artifact;
+  } catch (const Error& error) {
+    verbose("cache entry {} is unusable ({}): treated as a miss", path, error.what());
+    return std::nullopt;
+  }
 }
 
-void DiskCache::store(const std::string& key, const CacheEntry& entry) const {
+void DiskCache::store(const Artifact& artifact) const {
   if (!enabled_) return;
-  const std::string path = path_for(entry.kernel_name, key);
-  std::error_code error;
-  fs::create_directories(dir_, error);
-  if (error) {
-    verbose("cannot create cache directory {}: {}", dir_, error.message());
-    return;
-  }
-  // A unique temp file in the same folder, renamed into place: readers see either no file or
-  // a complete one, and concurrent writers of one key each rename a complete file (the last
-  // one wins; their contents are identical). No fsync: a file torn by a crash fails the
-  // checksum and is a miss.
-  std::string temp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) {
-    verbose("cannot create a temporary file in {}: {}", dir_, std::strerror(errno));
-    return;
-  }
-  const bool written = write_all(fd, serialize(key, entry)) && ::fchmod(fd, 0644) == 0;
-  const bool closed = ::close(fd) == 0;
-  if (!written || !closed || ::rename(temp.c_str(), path.c_str()) != 0) {
-    verbose("cannot write cache entry {}: {}", path, std::strerror(errno));
-    ::unlink(temp.c_str());
+  const std::string path = path_for(artifact.kernel_name, artifact.cache_key);
+  try {
+    create_private_folder(dir_);
+    check_private_folder(dir_);
+    // Whatever load refused at this name (a folder, a FIFO, a link) goes, so that the entry
+    // is rewritten instead of being a miss forever; the folder is ours alone (checked above).
+    if (fs::exists(fs::symlink_status(path)) && !fs::is_regular_file(fs::symlink_status(path)))
+      fs::remove_all(path);
+    // Renamed into place: readers see either no file or a complete one, and concurrent
+    // writers of one key each rename a complete file (the last one wins; their contents are
+    // identical).
+    write_file_atomically(path, encode_artifact(artifact), 0600, "cache entry");
+  } catch (const std::exception& error) {
+    verbose("cache entry {} not stored: {}", path, error.what());
   }
 }
 

@@ -1,5 +1,6 @@
-// The on-disk kernel cache (DESIGN.md): one file per key holding cubin + metadata + format
-// version + checksum, written to a unique temporary file and renamed into place. Readers take
+// The on-disk kernel cache (DESIGN.md): one file per key holding one artifact
+// (runtime/artifact.h: cubin + metadata + format version + checksum), written to a unique
+// temporary file and renamed into place. Readers take
 // no lock; a corrupt or unreadable entry is a miss and gets rewritten.
 #pragma once
 
@@ -7,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "runtime/artifact.h"
 
 namespace flashjit::rt {
 
@@ -18,16 +21,9 @@ struct CacheKeyInput {
   std::vector<std::string> options;  // compile options (sorted before hashing)
   std::string target;                // "sm_90a"
 };
-// Hex SHA-256 (OpenSSL libcrypto) over one canonical serialization of the input.
+// Hex SHA-256 (OpenSSL libcrypto) over one canonical serialization of the input and
+// kArtifactFormatVersion.
 std::string cache_key(const CacheKeyInput& input);
-
-struct CacheEntry {
-  std::string kernel_name;
-  std::string target;
-  std::string cubin;
-  std::string ptx;
-  std::string ptxas_log;  // the ptxas -v report, parsed again on load
-};
 
 struct CacheStats {
   std::string dir;
@@ -48,12 +44,16 @@ class DiskCache {
   // Path of the file for a key: <dir>/<kernel_name>-<key>.fjk
   std::string path_for(const std::string& kernel_name, const std::string& key) const;
 
-  // nullopt on a miss, a disabled cache, or a corrupt entry (which is reported once through
-  // FLASHJIT_VERBOSE and treated as a miss).
-  std::optional<CacheEntry> load(const std::string& kernel_name, const std::string& key) const;
-  // Atomic: unique temp file in the same folder, then rename. Failures to write are
-  // reported through FLASHJIT_VERBOSE and otherwise ignored (the cache is an optimisation).
-  void store(const std::string& key, const CacheEntry& entry) const;
+  // nullopt on a miss, a disabled cache, or an unusable entry: a corrupt one (reported through
+  // FLASHJIT_VERBOSE) or one that is not a regular file of this user's, writable by nobody
+  // else, under kMaxArtifactBytes (a warning on stderr). Either is replaced by the next store.
+  // Throws Error(Cache) when the folder is owned by another user or writable by group or
+  // others.
+  std::optional<Artifact> load(const std::string& kernel_name, const std::string& key) const;
+  // Stores under the artifact's own kernel name and cache key, atomically
+  // (runtime/atomic_file.h), creating the folder 0700. Failures to write are reported through
+  // FLASHJIT_VERBOSE and otherwise ignored (the cache is an optimisation).
+  void store(const Artifact& artifact) const;
 
   CacheStats stats() const;
   int clear() const;  // removes flashjit cache files, returns how many

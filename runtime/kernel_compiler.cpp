@@ -25,6 +25,21 @@ CompileReport make_report(const gen::Plan& plan, const PtxasReport& ptxas) {
   return report;
 }
 
+// What a cache entry records besides the compiler's output.
+Artifact artifact_of(const gen::Plan& plan, const std::string& cache_key,
+                     const std::string& source_sha256) {
+  Artifact artifact;
+  artifact.cache_key = cache_key;
+  artifact.kernel_name = plan.kernel_name;
+  artifact.target = plan.target;
+  artifact.source_sha256 = source_sha256;
+  artifact.spec_name = plan.spec.name;
+  artifact.spec_yaml = plan.spec.to_yaml();
+  artifact.align_bytes = plan.call.align_bytes;
+  artifact.tiles = plan.tiles;
+  return artifact;
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -77,8 +92,7 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::build(
   const BundleRegistry::Match match =
       bundles_.find(plan.target, plan.kernel_name, plan.spec.name, source_sha256);
   if (match.kernel) {
-    kernel->artifacts = {plan.kernel_name, plan.target, match.kernel->cubin, "",
-                         match.kernel->ptxas_log};
+    kernel->artifacts = *match.kernel;
     kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
     kernel->report = make_report(plan, kernel->ptxas);
     kernel->report.cache_hit = true;
@@ -102,20 +116,33 @@ std::shared_ptr<const CompiledKernel> KernelCompiler::build(
                             match.why_not));
   }
   const std::string key = disk_cache_key(kernel->source, plan.target);
-  if (std::optional<CacheEntry> entry = disk_.load(plan.kernel_name, key)) {
+  std::optional<Artifact> entry = disk_.load(plan.kernel_name, key);
+  if (entry) {
+    try {
+      kernel->ptxas = parse_ptxas_report(entry->ptxas_log, plan.kernel_name);
+    } catch (const std::exception& error) {
+      // A log this flashjit cannot parse (a number past int, say) makes the entry a miss that
+      // the compile below rewrites, not an error on every run.
+      verbose("cache entry for {}: ptxas log unusable ({}): treated as a miss", plan.kernel_name,
+              error.what());
+      entry.reset();
+    }
+  }
+  if (entry) {
     kernel->artifacts = std::move(*entry);
-    kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
     kernel->report = make_report(plan, kernel->ptxas);
     kernel->report.cache_hit = true;
     verbose("{} ({}): disk cache hit", plan.kernel_name, plan.target);
   } else {
     NvrtcOutput out = nvrtc_compile(kernel->source, plan.kernel_name + ".cu", plan.target);
-    kernel->artifacts = {plan.kernel_name, plan.target, std::move(out.cubin), std::move(out.ptx),
-                         std::move(out.log)};
+    kernel->artifacts = artifact_of(plan, key, source_sha256);
+    kernel->artifacts.cubin = std::move(out.cubin);
+    kernel->artifacts.ptx = std::move(out.ptx);
+    kernel->artifacts.ptxas_log = std::move(out.log);
     kernel->ptxas = parse_ptxas_report(kernel->artifacts.ptxas_log, plan.kernel_name);
     kernel->report = make_report(plan, kernel->ptxas);
     kernel->report.compile_ms = out.compile_ms;
-    disk_.store(key, kernel->artifacts);
+    disk_.store(kernel->artifacts);
     verbose("{} ({}): compiled with NVRTC in {:.1f} ms: {} registers, {} bytes spilled",
             plan.kernel_name, plan.target, out.compile_ms, kernel->ptxas.registers,
             kernel->ptxas.spill_store_bytes);

@@ -23,7 +23,7 @@ namespace flashjit::rt {
 struct CompiledKernel {
   gen::Plan plan;
   std::string source;
-  CacheEntry artifacts;  // cubin, ptx, ptxas log
+  Artifact artifacts;    // cubin, ptx, ptxas log and what they were built from
   PtxasReport ptxas;
   CompileReport report;  // as it was when the kernel was first obtained in this process
   std::string bundle;    // the bundle it came from ("" when compiled or from the disk cache)

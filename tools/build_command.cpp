@@ -10,7 +10,6 @@
 // kernel that serves the others. A call needing a variant the bundle lacks is an error under
 // RuntimeOptions::require_prebuilt, otherwise a JIT compile.
 #include <algorithm>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <set>
@@ -25,6 +24,7 @@
 #include "autotune/tune_db.h"
 #include "autotune/tune_key.h"
 #include "generator/plan.h"
+#include "runtime/atomic_file.h"
 #include "runtime/bundle.h"
 #include "runtime/call_traits.h"
 #include "runtime/disk_cache.h"
@@ -142,19 +142,10 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
   return jobs;
 }
 
-rt::BundleKernel bundle_kernel(const rt::CompiledKernel& compiled) {
-  const gen::Plan& plan = compiled.plan;
-  rt::BundleKernel k;
-  k.spec_name = plan.spec.name;
-  k.spec_yaml = plan.spec.to_yaml();
-  k.target = plan.target;
-  k.align_bytes = plan.call.align_bytes;
-  k.tiles = plan.tiles;
-  k.kernel_name = plan.kernel_name;
-  k.source_sha256 = rt::sha256_hex(compiled.source);
-  k.cache_key = rt::disk_cache_key(compiled.source, plan.target);
-  k.cubin = compiled.artifacts.cubin;
-  k.ptxas_log = compiled.artifacts.ptxas_log;
+// The compiled artifact less its PTX, which no bundle user reads.
+rt::Artifact bundle_kernel(const rt::CompiledKernel& compiled) {
+  rt::Artifact k = compiled.artifacts;
+  k.ptx.clear();
   return k;
 }
 
@@ -177,19 +168,8 @@ std::vector<std::shared_ptr<const rt::CompiledKernel>> compile_all(const std::ve
   return out;
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  // Through a temporary and a rename: a build tool reading the bundle never sees half a file.
-  const std::string temp = path + ".tmp";
-  std::ofstream out(temp, std::ios::binary);
-  out << bytes;
-  out.close();
-  if (!out || std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    throw Error(ErrorKind::Io, fmt::format("cannot write bundle {}", path));
-  }
-}
-
 int run_build(const BuildOptions& options) {
+  rt::check_replaceable(options.output, "bundle");  // before the compiles, not after them
   const std::vector<Job> jobs = plan_jobs(options);
   const auto compiled = compile_all(jobs);
   rt::Bundle bundle;
@@ -205,12 +185,13 @@ int run_build(const BuildOptions& options) {
       code = kCheckFailed;
     }
   }
-  const std::string bytes = rt::write_bundle(bundle);
-  write_file(options.output, bytes);
+  const std::string bytes = rt::encode_bundle(bundle);
+  // Atomically: a build tool reading the bundle never sees half a file.
+  rt::write_file_atomically(options.output, bytes, 0644, "bundle");
   if (options.json) {
     fmt::print("{}\n", rt::bundle_manifest(bundle).dump(2));
   } else {
-    for (const rt::BundleKernel& k : bundle.kernels) {
+    for (const rt::Artifact& k : bundle.kernels) {
       fmt::print("{:<56} {:<7} a{:<2} {:>8} bytes\n", k.kernel_name, k.target, k.align_bytes,
                  k.cubin.size());
     }

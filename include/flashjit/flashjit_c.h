@@ -104,9 +104,11 @@ FLASHJIT_C_API int flashjit_block_layout_from_dense(const uint8_t* visible, int 
                                                     int32_t* indices);
 
 /* The kernel's compile reports as JSON text:
- *   {"spec": NAME, "reports": [{"kernel_name", "target", "registers", "shared_bytes",
+ *   {"spec": NAME, "reports": [{"kernel_name", "target",
+ *     "tiles": {"block_m", "block_n", "warps", "stages"}, "registers", "shared_bytes",
  *     "spill_store_bytes", "spill_load_bytes", "stack_bytes", "compile_ms", "cache_hit",
- *     "tiles": {"block_m", "block_n", "warps", "stages"}}, ...]}
+ *     "cache_file"}, ...]}
+ * (each report as `flashjit compile --json` prints it, less "spec")
  * one report per variant compiled so far. The text is owned by the kernel and valid until the
  * next call of this function on the same kernel, or its destruction. Null on failure (a null
  * kernel: see flashjit_last_error). */

@@ -56,4 +56,15 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// Bytes that pass the artifact format's cubin check (an ELF64 header for EM_CUDA) followed by
+// `payload`; no driver ever loads them.
+inline std::string fake_cubin(const std::string& payload = "fake cubin") {
+  std::string elf(64, '\0');
+  elf.replace(0, 4, "\x7f" "ELF");
+  elf[4] = 2;            // ELFCLASS64
+  elf[5] = 1;            // little-endian
+  elf[18] = char(190);  // e_machine: EM_CUDA
+  return elf + payload;
+}
+
 }  // namespace flashjit::test

@@ -1,5 +1,6 @@
-// The tune DB file: format round trip, lookups that ignore other GPUs, a corrupt file set
-// aside, several processes recording at once, and the `flashjit tune` command without a GPU.
+// The tune DB file: format round trip, lookups that ignore other GPUs, corrupt files (readers
+// report, writers set aside, a bad entry costs only itself), several processes recording at
+// once, and the `flashjit tune` command without a GPU.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -12,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "autotune/tune_db.h"
 #include "runtime/driver.h"
 #include "tests/cpu/runtime_test_support.h"
@@ -20,6 +23,7 @@ namespace flashjit::tune {
 namespace {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 GpuIdentity h200() {
   return GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"};
@@ -61,7 +65,7 @@ TEST_CASE("autotune: a DB entry survives serialize and parse field for field") {
   const std::string text = serialize({e});
   CHECK(text.find("\"format\": \"flashjit-tune-db\"") != std::string::npos);
   CHECK(text.find("\"compute_capability\": \"9.0\"") != std::string::npos);
-  const std::vector<TuneEntry> back = parse(text, "t.json");
+  const std::vector<TuneEntry> back = parse(text, "t.json").entries;
   REQUIRE(back.size() == 1);
   const TuneEntry& b = back[0];
   CHECK(b.gpu == e.gpu);
@@ -80,11 +84,28 @@ TEST_CASE("autotune: parse names what is wrong in a file that is not a tune DB")
   CHECK_THROWS_WITH_AS(parse("{", "x.json"), doctest::Contains("x.json"), Error);
   CHECK_THROWS_WITH_AS(parse("{\"entries\": []}", "x.json"), doctest::Contains("not a tune DB"),
                        Error);
-  CHECK_THROWS_WITH_AS(
-      parse("{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": [{\"gpu\": 1}]}", "x.json"),
-      doctest::Contains("entries[0]"), Error);
   CHECK_THROWS_WITH_AS(parse("{\"format\": \"flashjit-tune-db\", \"version\": 7, \"entries\": []}", "x.json"),
                        doctest::Contains("version 7"), Error);
+  CHECK_THROWS_WITH_AS(
+      parse("{\"format\": \"flashjit-tune-db\", \"version\": 1099511627776, \"entries\": []}",
+            "x.json"),
+      doctest::Contains("version 1099511627776"), Error);
+  CHECK_THROWS_WITH_AS(
+      parse("{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": 3}", "x.json"),
+      doctest::Contains("not a list"), Error);
+}
+
+TEST_CASE("autotune: parse skips a bad entry, naming it, and keeps the good ones") {
+  json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2}),
+                                    entry(h200(), "def", 4096, Tiles{128, 64, 8, 2})}));
+  doc["entries"].push_back({{"gpu", 1}});
+  doc["entries"][0]["tiles"]["warps"] = 0;
+  const ParsedDb parsed = parse(doc.dump(), "x.json");
+  REQUIRE(parsed.entries.size() == 1);
+  CHECK(parsed.entries[0].spec_hash == "def");
+  REQUIRE(parsed.skipped.size() == 2);
+  CHECK(parsed.skipped[0].find("x.json: entries[0]: tiles") != std::string::npos);
+  CHECK(parsed.skipped[1].find("x.json: entries[2]") != std::string::npos);
 }
 
 TEST_CASE("autotune: record then lookup; a second record of the same key replaces it") {
@@ -132,20 +153,48 @@ TEST_CASE("autotune: entries made on another GPU, driver or NVRTC are ignored, n
   REQUIRE(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
 }
 
-TEST_CASE("autotune: a corrupt DB is set aside, reported, and read as empty") {
+TEST_CASE("autotune: readers leave a corrupt DB as it is; a writer sets it aside") {
   const test::TempDir dir;
   const fs::path path = dir.path() / "tune.json";
-  std::ofstream(path) << "{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": [";
+  const std::string truncated = "{\"format\": \"flashjit-tune-db\", \"version\": 1, \"entries\": [";
+  std::ofstream(path) << truncated;
   const TuneDb db(path.string());
-  CHECK(db.load().empty());
-  CHECK_FALSE(fs::exists(path));
-  CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 1);
-  // A lookup on a corrupt DB is a miss, and the next record starts a fresh file.
-  std::ofstream(path) << "garbage";
-  CHECK_FALSE(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
+  CHECK_THROWS_AS(db.load(), Error);
+  // A lookup on a corrupt DB is a miss with the reason, and the file stays.
+  const Lookup found = db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64});
+  CHECK_FALSE(found.entry);
+  CHECK(found.note.find("unusable") != std::string::npos);
+  CHECK(slurp(path) == truncated);
+  CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 0);
+  // The next record sets it aside and starts a fresh file.
   db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})});
+  CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 1);
   CHECK(db.load().size() == 1);
-  CHECK(parse(slurp(path), "again").size() == 1);
+  CHECK(parse(slurp(path), "again").entries.size() == 1);
+}
+
+TEST_CASE("autotune: a folder at the DB path is an Error(Io) for readers, never renamed") {
+  const test::TempDir dir;
+  const fs::path path = dir.path() / "tune.json";
+  fs::create_directory(path);
+  CHECK_THROWS_WITH_AS(TuneDb(path.string()).load(), doctest::Contains("is a folder"), Error);
+  CHECK_FALSE(TuneDb(path.string()).lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
+  CHECK(fs::is_directory(path));
+}
+
+TEST_CASE("autotune: one bad entry costs only itself; the writer keeps a copy of the file") {
+  const test::TempDir dir;
+  const fs::path path = dir.path() / "tune.json";
+  json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}));
+  doc["entries"].push_back({{"gpu", "not an object"}});
+  std::ofstream(path) << doc.dump();
+  const TuneDb db(path.string());
+  CHECK(db.load().size() == 1);
+  CHECK(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
+  CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 0);
+  db.record({entry(h200(), "def", 4096, Tiles{128, 64, 8, 2})});
+  CHECK(db.load().size() == 2);  // the good old entry and the new one
+  CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 1);
 }
 
 TEST_CASE("autotune: several processes recording at once lose no entry") {
@@ -213,6 +262,22 @@ TEST_CASE("autotune: `flashjit tune --show` prints the DB; `tune` without a GPU 
   CHECK(shown.find("m128n128w8s2") != std::string::npos);
   CHECK(shown.find("q4096 k4096 bh64") != std::string::npos);
   CHECK(shown.find("1.20x") != std::string::npos);
+
+  // A reader reports an unusable DB (exit 5) and leaves it where it is.
+  const fs::path bad = dir.path() / "bad.json";
+  for (const std::string& text :
+       {std::string("{\"unrelated\": true}"),
+        std::string("{\"format\": \"flashjit-tune-db\", \"version\": 2, \"entries\": []}")}) {
+    std::ofstream(bad, std::ios::trunc) << text;
+    CHECK(run("tune --show --db '" + bad.string() + "'") == 5);
+    CHECK(slurp(bad) == text);
+  }
+  fs::remove(bad);
+  fs::create_directory(bad);
+  CHECK(run("tune --show --db '" + bad.string() + "'") == 5);
+  CHECK(slurp(dir.path() / "err").find("is a folder") != std::string::npos);
+  CHECK(fs::is_directory(bad));
+  CHECK(count_with_prefix(dir.path(), "bad.json.corrupt-") == 0);
 
   if (rt::Driver::available()) return;  // with a GPU, `tune` would really tune
   const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/configs/hd64.yaml";

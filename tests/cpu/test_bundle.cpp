@@ -3,12 +3,15 @@
 // `flashjit build` / NVRTC hidden through the CLI.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <string>
-#include <sys/wait.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -36,8 +39,8 @@ flashjit::Spec hd100() {
 }
 
 // A bundled kernel for `plan` holding a fake cubin: the lookup never looks inside it.
-BundleKernel fake_kernel(const flashjit::gen::Plan& plan) {
-  BundleKernel k;
+Artifact fake_kernel(const flashjit::gen::Plan& plan) {
+  Artifact k;
   k.spec_name = plan.spec.name;
   k.spec_yaml = plan.spec.to_yaml();
   k.target = plan.target;
@@ -45,8 +48,8 @@ BundleKernel fake_kernel(const flashjit::gen::Plan& plan) {
   k.tiles = plan.tiles;
   k.kernel_name = plan.kernel_name;
   k.source_sha256 = sha256_hex(flashjit::gen::emit_source(plan));
-  k.cache_key = "not-used-by-the-lookup";
-  k.cubin = std::string("\x7f" "ELF\0fake\0cubin", 14);
+  k.cache_key = std::string(64, '0');  // not used by the lookup
+  k.cubin = flashjit::test::fake_cubin(std::string("fake\0cubin", 10));
   k.ptxas_log = "ptxas info    : 0 bytes stack frame";
   return k;
 }
@@ -88,13 +91,13 @@ TEST_CASE("bundle: write then read gives back every field and the cubin bytes") 
   const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   Bundle bundle = one_kernel_bundle(plan);
   bundle.kernels.push_back(fake_kernel(flashjit::gen::make_plan(hd100(), "sm_80")));
-  const Bundle back = read_bundle(write_bundle(bundle), "round-trip");
+  const Bundle back = read_bundle(encode_bundle(bundle), "round-trip");
   CHECK(back.generator_version == flashjit::version());
   CHECK(back.nvrtc_version == "13.0");
   REQUIRE(back.kernels.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
-    const BundleKernel& a = bundle.kernels[i];
-    const BundleKernel& b = back.kernels[i];
+    const Artifact& a = bundle.kernels[i];
+    const Artifact& b = back.kernels[i];
     CHECK(b.spec_name == a.spec_name);
     CHECK(b.spec_yaml == a.spec_yaml);
     CHECK(b.target == a.target);
@@ -111,7 +114,7 @@ TEST_CASE("bundle: write then read gives back every field and the cubin bytes") 
 TEST_CASE("bundle: the manifest names spec, target, tiles, alignment and versions, not cubins") {
   const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   const nlohmann::json manifest = bundle_manifest(one_kernel_bundle(plan));
-  CHECK(manifest["format_version"] == kBundleFormatVersion);
+  CHECK(manifest["format_version"] == kArtifactFormatVersion);
   CHECK(manifest["generator_version"] == flashjit::version());
   CHECK(manifest["nvrtc_version"] == "13.0");
   const nlohmann::json& k = manifest["kernels"].at(0);
@@ -120,36 +123,33 @@ TEST_CASE("bundle: the manifest names spec, target, tiles, alignment and version
   CHECK(k["align_bytes"] == 8);
   CHECK(k["kernel_name"] == plan.kernel_name);
   CHECK(k["tiles"]["block_m"] == plan.tiles.block_m);
-  CHECK(k["cubin_bytes"] == 14);
+  CHECK(k["cubin_bytes"] == 74);
   CHECK_FALSE(k.contains("cubin"));
 }
 
 TEST_CASE("bundle: a corrupt, truncated or foreign file is refused with Error(Io)") {
   const std::string bytes =
-      write_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80")));
+      encode_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80")));
   std::string flipped = bytes;
   flipped[flipped.size() / 2] ^= 0x40;
   CHECK(message_of([&] { read_bundle(flipped, "flipped.fjb"); }, ErrorKind::Io)
-            .find("flipped.fjb is corrupt: SHA-256 checksum mismatch") != std::string::npos);
+            .find("flipped.fjb is corrupt: checksum mismatch") != std::string::npos);
   CHECK(message_of([&] { read_bundle(bytes.substr(0, bytes.size() - 5), "cut.fjb"); },
                    ErrorKind::Io)
-            .find("checksum mismatch") != std::string::npos);
+            .find("truncated") != std::string::npos);
   CHECK(message_of([&] { read_bundle("name: hd100\n", "spec.yaml"); }, ErrorKind::Io)
-            .find("not a flashjit bundle") != std::string::npos);
+            .find("no FJBUNDLE header") != std::string::npos);
 }
 
 TEST_CASE("bundle: another format version is refused, naming both versions") {
   const std::string bytes =
-      write_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80")));
-  const size_t header = 8 + 64;
-  nlohmann::json body = nlohmann::json::from_cbor(bytes.substr(header));
-  body["format_version"] = kBundleFormatVersion + 1;
-  const auto cbor = nlohmann::json::to_cbor(body);
-  const std::string new_body(cbor.begin(), cbor.end());
-  const std::string file = "FJBUNDLE" + sha256_hex(new_body) + new_body;
+      encode_bundle(one_kernel_bundle(flashjit::gen::make_plan(hd100(), "sm_80")));
+  std::string file = bytes;
+  file[8] = static_cast<char>(kArtifactFormatVersion + 1);  // the u32 after the magic
   const std::string message = message_of([&] { read_bundle(file, "future.fjb"); },
                                          ErrorKind::Usage);
-  CHECK(message.find(fmt::format("format version {}", kBundleFormatVersion + 1)) !=
+  CHECK(message.find(fmt::format("format version {} (this flashjit reads {})",
+                                 kArtifactFormatVersion + 1, kArtifactFormatVersion)) !=
         std::string::npos);
 }
 
@@ -159,7 +159,7 @@ TEST_CASE("bundle registry: another generator version is refused, and a later mi
   old.generator_version = "0.0.1-old";
   BundleRegistry registry;
   const std::string message =
-      message_of([&] { registry.add(write_bundle(old), "old.fjb"); }, ErrorKind::Usage);
+      message_of([&] { registry.add(encode_bundle(old), "old.fjb"); }, ErrorKind::Usage);
   CHECK(message.find("old.fjb was built by flashjit generator 0.0.1-old") != std::string::npos);
   CHECK(registry.empty());
   const auto match = registry.find(plan.target, plan.kernel_name, plan.spec.name,
@@ -172,7 +172,7 @@ TEST_CASE("bundle registry: matches target, kernel and source; names arch, sourc
           "mismatches") {
   const auto plan = flashjit::gen::make_plan(hd100(), "sm_80", {.align_bytes = 8});
   BundleRegistry registry;
-  registry.add(write_bundle(one_kernel_bundle(plan)), "app.fjb");
+  registry.add(encode_bundle(one_kernel_bundle(plan)), "app.fjb");
   const std::string sha = fake_kernel(plan).source_sha256;
 
   const auto hit = registry.find("sm_80", plan.kernel_name, "hd100", sha);
@@ -201,7 +201,7 @@ TEST_CASE("kernel compiler: a bundled kernel is served without NVRTC or the disk
   TempDir cache;
   const auto plan = flashjit::gen::make_plan(hd100(), "sm_90a", {.align_bytes = 8});
   BundleRegistry registry;
-  registry.add(write_bundle(one_kernel_bundle(plan)), "app.fjb");
+  registry.add(encode_bundle(one_kernel_bundle(plan)), "app.fjb");
   KernelCompiler compiler(DiskCache(cache.str(), true), registry);
   compiler.set_require_prebuilt(true);
 
@@ -229,11 +229,14 @@ TEST_CASE("flashjit build: a bundle with the 16-byte and natural variants, its m
   REQUIRE(run_cli("FLASHJIT_DISABLE_CACHE=1",
                   "build " + spec + " --arch sm_80 -o " + bundle_path, out) == 0);
   CHECK(out.find("2 kernels") != std::string::npos);
+  // Written through a unique temporary, renamed: nothing else is left in the folder.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
   const Bundle bundle = read_bundle(read_file(bundle_path), bundle_path);
   REQUIRE(bundle.kernels.size() == 2);
   CHECK(bundle.kernels[0].align_bytes == 16);
   CHECK(bundle.kernels[1].align_bytes == 8);  // head dim 100 in bf16: 200-byte rows
-  for (const BundleKernel& k : bundle.kernels) {
+  for (const Artifact& k : bundle.kernels) {
     CHECK(k.target == "sm_80");
     CHECK(k.cubin.substr(0, 4) == "\x7f" "ELF");
     const auto plan = flashjit::gen::make_plan(hd100(), "sm_80", {.align_bytes = k.align_bytes});
@@ -245,4 +248,43 @@ TEST_CASE("flashjit build: a bundle with the 16-byte and natural variants, its m
                 "compile " + spec + " --arch sm_80", out) == 4);
   CHECK(out.find("NVRTC could not be loaded: tried /nonexistent/libnvrtc.so") !=
         std::string::npos);
+}
+
+TEST_CASE("flashjit build -o: a device node, a symlink or a folder is refused before any "
+          "compile and left as it was") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/examples/embed/hd100.yaml";
+  std::string out;
+  if (fs::is_character_file("/dev/full")) {
+    CHECK(run_cli("FLASHJIT_DISABLE_CACHE=1", "build " + spec + " --arch sm_80 -o /dev/full",
+                  out) == 5);
+    CHECK(out.find("cannot write bundle /dev/full: it is a device node") != std::string::npos);
+    CHECK(fs::is_character_file("/dev/full"));
+  }
+  const fs::path victim = dir.path() / "victim";
+  std::ofstream(victim) << "precious";
+  const fs::path link = dir.path() / "link.fjb";
+  fs::create_symlink(victim, link);
+  CHECK(run_cli("FLASHJIT_DISABLE_CACHE=1", "build " + spec + " --arch sm_80 -o " +
+                link.string(), out) == 5);
+  CHECK(out.find("it is a symbolic link") != std::string::npos);
+  CHECK(fs::is_symlink(link));
+  CHECK(read_file(victim.string()) == "precious");
+  CHECK(run_cli("FLASHJIT_DISABLE_CACHE=1", "build " + spec + " --arch sm_80 -o " +
+                dir.str(), out) == 5);
+  CHECK(out.find("it is a folder") != std::string::npos);
+}
+
+TEST_CASE("register_bundle_file: a folder or a FIFO is refused with Error(Io), without "
+          "blocking") {
+  TempDir dir;
+  CHECK(message_of([&] { flashjit::register_bundle_file(dir.str()); }, ErrorKind::Io)
+            .find("is a folder") != std::string::npos);
+  const std::string fifo = (dir.path() / "fifo.fjb").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(message_of([&] { flashjit::register_bundle_file(fifo); }, ErrorKind::Io)
+            .find("not a regular file") != std::string::npos);
+  CHECK(message_of([&] { flashjit::register_bundle_file(fifo + ".missing"); }, ErrorKind::Io)
+            .find("no such file") != std::string::npos);
 }

@@ -141,10 +141,11 @@ TEST_CASE("cli: compile --json reports one object per kernel; the second run hit
     REQUIRE_MESSAGE(result.exit_code == 0, result.err);
     const nlohmann::json report = nlohmann::json::parse(result.out);
     for (const char* field :
-         {"kernel", "spec", "target", "block_m", "block_n", "warps", "stages", "registers",
-          "shared_bytes", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "compile_ms",
-          "cache_hit", "cache_file"})
+         {"kernel_name", "spec", "target", "tiles", "registers", "shared_bytes",
+          "spill_store_bytes", "spill_load_bytes", "stack_bytes", "compile_ms", "cache_hit",
+          "cache_file"})
       CHECK_MESSAGE(report.contains(field), field);
+    CHECK(report["tiles"]["block_m"].get<int>() > 0);
     CHECK(report["target"] == "sm_80");
     CHECK(report["spill_store_bytes"] == 0);
     CHECK(report["cache_hit"] == expect_hit);
@@ -163,7 +164,7 @@ TEST_CASE("cli: compile exits 2 for a bad spec among good ones") {
   const CliResult result = scratch.run({"compile", good.string(), bad.string(), "--json"});
   CHECK(result.exit_code == 2);
   CHECK(contains(result.err, "bad.yaml"));
-  CHECK(contains(result.out, "\"kernel\""));  // the good one was still compiled
+  CHECK(contains(result.out, "\"kernel_name\""));  // the good one was still compiled
 }
 
 TEST_CASE("cli: run without a GPU exits 3 and says compile works without one") {
