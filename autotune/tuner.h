@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "autotune/tune_db.h"
-#include "autotune/tune_key.h"
 #include "flashjit/flashjit.h"
+#include "runtime/tune_db.h"
+#include "runtime/tune_key.h"
 
 namespace flashjit::tune {
 

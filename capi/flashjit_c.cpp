@@ -87,7 +87,9 @@ int flashjit_runtime_create(flashjit_runtime** out) {
 int flashjit_runtime_create_on_device(int device, flashjit_runtime** out) {
   return guarded("flashjit_runtime_create_on_device", [&] {
     if (out == nullptr) throw null_argument("flashjit_runtime_create_on_device", "out");
-    *out = new flashjit_runtime{flashjit::Runtime(flashjit::RuntimeOptions{.device = device})};
+    flashjit::RuntimeOptions options;
+    options.device = device;
+    *out = new flashjit_runtime{flashjit::Runtime(options)};
   });
 }
 

@@ -1,7 +1,7 @@
 // The spec's fields in one table: the YAML tree a spec file is written in, the Spec member
 // each key reads and writes, and what the tune key and the "allowed:" of messages call it.
 // The reader and printer (spec_yaml.cpp), the messages of validation (spec.cpp) and the tune
-// key (autotune/tune_key.cpp) walk this table; the kernel's constants come from
+// key (runtime/tune_key.cpp) walk this table; the kernel's constants come from
 // spec_constants(). Adding a field is a row here plus its use.
 #pragma once
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "autotune/tune_key.h"
+#include "runtime/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
 #include "runtime/call_traits.h"

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "autotune/tune_db.h"
-#include "autotune/tune_key.h"
+#include "runtime/tune_db.h"
+#include "runtime/tune_key.h"
 
 namespace flashjit::rt {
 

@@ -21,8 +21,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "autotune/tune_db.h"
-#include "autotune/tune_key.h"
 #include "generator/plan.h"
 #include "runtime/atomic_file.h"
 #include "runtime/bundle.h"
@@ -30,6 +28,8 @@
 #include "runtime/disk_cache.h"
 #include "runtime/kernel_compiler.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/tune_db.h"
+#include "runtime/tune_key.h"
 #include "tools/command.h"
 
 namespace flashjit::cli {

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "autotune/candidates.h"
-#include "autotune/tune_db.h"
 #include "autotune/tuner.h"
 #include "runtime/driver.h"
+#include "runtime/tune_db.h"
 #include "tools/tune_command.h"
 
 namespace flashjit::cli {

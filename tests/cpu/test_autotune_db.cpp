@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autotune/tune_db.h"
+#include "runtime/tune_db.h"
 #include "runtime/driver.h"
 #include "tests/cpu/runtime_test_support.h"
 

@@ -1,7 +1,7 @@
 // What tune DB entries are keyed by: shape buckets, the spec hash, the GPU identity.
 #include <doctest/doctest.h>
 
-#include "autotune/tune_key.h"
+#include "runtime/tune_key.h"
 
 namespace flashjit::tune {
 

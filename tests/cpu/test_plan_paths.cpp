@@ -152,15 +152,16 @@ TEST_CASE("plan: the sm90 heuristic widens the key block only for unmasked d <= 
 }
 
 TEST_CASE("plan: sm90 tiles are checked with reasons") {
-  CHECK(sm90_tiles_problem(padded_dims(spec_of(128, 128)), Tiles{64, 128, 4, 2}, "sm_90a").find("block_m 128") !=
+  const PaddedDims d128 = padded_dims(spec_of(128, 128)), d256 = padded_dims(spec_of(256, 256));
+  CHECK(sm90_tiles_problem(d128, Tiles{64, 128, 4, 2}, "sm_90a").find("block_m 128") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(padded_dims(spec_of(128, 128)), Tiles{128, 120, 12, 2}, "sm_90a").find("multiple of 16") !=
+  CHECK(sm90_tiles_problem(d128, Tiles{128, 120, 12, 2}, "sm_90a").find("multiple of 16") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(padded_dims(spec_of(256, 256)), Tiles{128, 128, 12, 2}, "sm_90a").find("shared memory") !=
+  CHECK(sm90_tiles_problem(d256, Tiles{128, 128, 12, 2}, "sm_90a").find("shared memory") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(padded_dims(spec_of(256, 256)), Tiles{128, 112, 12, 1}, "sm_90a").find("at least 2") !=
+  CHECK(sm90_tiles_problem(d256, Tiles{128, 112, 12, 1}, "sm_90a").find("at least 2") !=
         std::string::npos);
-  CHECK(sm90_tiles_problem(padded_dims(spec_of(256, 256)), Tiles{128, 144, 12, 2}, "sm_90a") != "");
+  CHECK(sm90_tiles_problem(d256, Tiles{128, 144, 12, 2}, "sm_90a") != "");
 }
 
 TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "autotune/tune_key.h"
+#include "runtime/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/spec_fields.h"
 

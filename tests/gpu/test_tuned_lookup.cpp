@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "autotune/candidates.h"
-#include "autotune/tune_db.h"
-#include "autotune/tune_key.h"
 #include "generator/fwd_sm90_path.h"
 #include "generator/plan.h"
+#include "runtime/tune_db.h"
+#include "runtime/tune_key.h"
 #include "tests/cpu/runtime_test_support.h"
 #include "tests/gpu/gpu_runtime.h"
 #include "verify/attention_run.h"

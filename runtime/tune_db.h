@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "autotune/tune_key.h"
 #include "flashjit/flashjit.h"
+#include "runtime/tune_key.h"
 
 namespace flashjit::tune {
 

@@ -1,4 +1,4 @@
-#include "autotune/tune_db.h"
+#include "runtime/tune_db.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "autotune/candidates.h"
+#include "generator/tile_rules.h"
 #include "runtime/atomic_file.h"
 #include "runtime/bounded_read.h"
 #include "runtime/env.h"
@@ -268,7 +268,7 @@ Lookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
     }
   }
   found.note += found.entry ? fmt::format("tiles {} from tune DB {} (tuned {})",
-                                          tiles_label(found.entry->tiles), path_,
+                                          gen::tiles_label(found.entry->tiles), path_,
                                           found.entry->tuned_at)
                             : fmt::format("no entry for this GPU in tune DB {}", path_);
   return found;

@@ -1,4 +1,4 @@
-#include "autotune/tune_key.h"
+#include "runtime/tune_key.h"
 
 #include <bit>
 
