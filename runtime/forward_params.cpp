@@ -143,9 +143,11 @@ FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
   params.o_head_stride = args.o_stride.head;
   params.batch = args.batch;
   params.heads_q = args.heads_q;
+  params.heads_kv = args.heads_kv;
   params.seqlen_q = args.seqlen_q;
   params.seqlen_k = args.seqlen_k;
   params.heads_per_kv = args.heads_q / args.heads_kv;
+  params.softmax_scale = static_cast<float>(scale);
   params.scale_log2 = static_cast<float>(scale * kLog2e);
   fill_mask_params(params, args);
   return params;

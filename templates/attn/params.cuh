@@ -27,9 +27,10 @@ struct AttnParams {
   long long v_batch_stride, v_seq_stride, v_head_stride;
   long long o_batch_stride, o_seq_stride, o_head_stride;
 
-  int batch, heads_q, seqlen_q, seqlen_k;
+  int batch, heads_q, heads_kv, seqlen_q, seqlen_k;
   int heads_per_kv;       // heads_q / heads_kv (GQA group size)
   float scale_log2;       // softmax_scale * log2(e): scores live in the exp2 domain
+  float softmax_scale;
 
   BlockSparseLayout block_sparse;
 

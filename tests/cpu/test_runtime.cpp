@@ -168,9 +168,11 @@ TEST_CASE("kernel parameters: pointers, strides, GQA group and the scale in the 
   CHECK(params.seqlen_q == 33);
   CHECK(params.seqlen_k == 65);
   CHECK(params.heads_per_kv == 4);
-  CHECK(params.scale_log2 == doctest::Approx(1.0 / std::sqrt(100.0) * 1.4426950408889634));
+  CHECK(params.softmax_scale == doctest::Approx(1.0 / std::sqrt(100.0)));
+  CHECK(params.scale_log2 == doctest::Approx(0.1 * 1.4426950408889634));
 
   args.softmax_scale = 0.5f;
   params = flashjit::rt::make_fwd_params(plan, args);
+  CHECK(params.softmax_scale == 0.5f);
   CHECK(params.scale_log2 == doctest::Approx(0.5 * 1.4426950408889634));
 }
