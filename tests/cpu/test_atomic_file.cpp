@@ -1,5 +1,6 @@
 // The atomic file writer: a new file, a replaced one, what it refuses to replace, and several
-// processes writing one path at once.
+// processes writing one path at once, a writer killed mid-write.
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -147,4 +148,35 @@ TEST_CASE("atomic file: several processes writing one path leave one whole file"
   for (int i = 0; i < kProcesses; ++i) whole = whole || final_bytes == content(i);
   CHECK(whole);
   CHECK(names_in(dir.path()) == std::vector<std::string>{"shared.bin"});
+}
+
+TEST_CASE("atomic file: a writer killed at any moment leaves the old file or the new one whole") {
+  TempDir dir;
+  const fs::path path = dir.path() / "entry.bin";
+  auto content = [](int generation) {
+    return std::string(4 << 20, static_cast<char>('a' + generation % 26));
+  };
+  write_file_atomically(path.string(), content(0), 0644, "test file");
+  // Each child rewrites the file in a loop and is killed (SIGKILL: no clean-up runs) after a
+  // delay that varies, so the kills land in the write, the fsync and around the rename.
+  for (int kill_round = 0; kill_round < 12; ++kill_round) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (int generation = 1;; ++generation)
+        write_file_atomically(path.string(), content(generation), 0644, "test file");
+    }
+    usleep(2000 + 3000 * kill_round);
+    REQUIRE(kill(pid, SIGKILL) == 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    const std::string bytes = slurp(path);
+    CAPTURE(kill_round);
+    REQUIRE(bytes.size() == content(0).size());
+    CHECK(bytes == std::string(bytes.size(), bytes[0]));  // one writer's whole content
+  }
+  // What a killed writer leaves is its own temporary, never the entry's name.
+  for (const std::string& name : names_in(dir.path()))
+    CHECK((name == "entry.bin" || name.rfind("entry.bin.tmp-", 0) == 0));
 }
