@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "runtime/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
 #include "runtime/call_traits.h"
@@ -20,6 +19,7 @@
 #include "runtime/tensor_maps.h"
 #include "runtime/tile_counters.h"
 #include "runtime/tune_db_tiles.h"
+#include "runtime/tune_key.h"
 
 namespace flashjit {
 namespace {

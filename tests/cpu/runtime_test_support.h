@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "flashjit/flashjit.h"
+
 namespace flashjit::test {
 
 // A fresh directory under the system temp folder, removed with everything in it.
@@ -65,6 +67,15 @@ inline std::string fake_cubin(const std::string& payload = "fake cubin") {
   elf[5] = 1;            // little-endian
   elf[18] = char(190);  // e_machine: EM_CUDA
   return elf + payload;
+}
+
+// A spec named "t" with these head dims and every other field at its default.
+inline Spec spec_of(int dqk, int dv) {
+  Spec s;
+  s.name = "t";
+  s.head_dim_qk = dqk;
+  s.head_dim_v = dv;
+  return s;
 }
 
 }  // namespace flashjit::test

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/tune_db.h"
 #include "runtime/driver.h"
+#include "runtime/tune_db.h"
 #include "tests/cpu/runtime_test_support.h"
 
 namespace flashjit::tune {

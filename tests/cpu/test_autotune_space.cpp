@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "autotune/candidates.h"
-#include "generator/plan.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
+#include "generator/plan.h"
 
 namespace flashjit::tune {
 namespace {

@@ -19,13 +19,7 @@
 namespace flashjit::gen {
 namespace {
 
-Spec spec_of(int dqk, int dv) {
-  Spec s;
-  s.name = "t";
-  s.head_dim_qk = dqk;
-  s.head_dim_v = dv;
-  return s;
-}
+using test::spec_of;
 
 // The report of `plan` compiled by NVRTC without any cache.
 CompileReport compile(const Plan& plan) {

@@ -4,22 +4,17 @@
 
 #include <string>
 
-#include "generator/plan.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
+#include "generator/plan.h"
 #include "generator/wgmma_emit.h"
 #include "runtime/call_traits.h"
+#include "tests/cpu/runtime_test_support.h"
 
 namespace flashjit::gen {
 namespace {
 
-Spec spec_of(int dqk, int dv) {
-  Spec s;
-  s.name = "t";
-  s.head_dim_qk = dqk;
-  s.head_dim_v = dv;
-  return s;
-}
+using test::spec_of;
 
 // Only the element type of a spec matters for alignment: every call here is bf16.
 const Spec kBf16 = spec_of(64, 64);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tune_key.h"
 #include "flashjit/flashjit.h"
 #include "generator/spec_fields.h"
+#include "runtime/tune_key.h"
 
 using flashjit::Arch;
 using flashjit::DType;
