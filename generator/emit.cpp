@@ -56,6 +56,15 @@ std::string kernel_config(const Plan& plan) {
       spec_constants(plan.spec, ConstantGroup::Mask), plan.call.varlen ? "true" : "false");
 }
 
+// The host/device agreement on the path's device layout.
+std::string layout_checks(const Plan& plan) {
+  return fmt::format(
+      "using KernelLayout = {}<KernelConfig>;\n"
+      "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
+      "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n",
+      plan.path->layout, plan.shared_bytes, plan.threads);
+}
+
 }  // namespace
 
 std::string emit_source(const Plan& plan) {
@@ -71,6 +80,7 @@ std::string emit_source(const Plan& plan) {
   src += plan.path->extra_source(plan);
   src += "\n// ---- the kernel this program exists for\n";
   src += kernel_config(plan);
+  src += layout_checks(plan);
   src += plan.path->entry(plan);
   return src;
 }

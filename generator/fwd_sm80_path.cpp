@@ -49,13 +49,10 @@ std::string extra_source(const Plan&) { return ""; }
 
 std::string entry(const Plan& plan) {
   return fmt::format(
-      "using KernelLayout = fj::Sm80FwdLayout<KernelConfig>;\n"
-      "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
-      "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n"
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const FwdParams params) {{\n"
       "  fj::fwd_sm80<KernelConfig>(params);\n"
       "}}\n",
-      plan.shared_bytes, plan.threads, plan.threads, plan.kernel_name);
+      plan.threads, plan.kernel_name);
 }
 
 }  // namespace
@@ -66,6 +63,7 @@ const KernelPathInfo kFwdSm80Path = {
     .label = "sm80",
     .operation = Operation::Forward,
     .template_file = "kernels/fwd_sm80.cuh",
+    .layout = "fj::Sm80FwdLayout",
     .persistent_grid = false,
     .tma_loads = false,
     .serves = serves,

@@ -46,16 +46,13 @@ std::string extra_source(const Plan& plan) {
 
 std::string entry(const Plan& plan) {
   return fmt::format(
-      "using KernelLayout = fj::Sm90FwdLayout<KernelConfig>;\n"
-      "static_assert(KernelLayout::kSharedBytes == {}, \"host and device disagree on shared memory\");\n"
-      "static_assert(KernelLayout::kThreads == {}, \"host and device disagree on the block size\");\n\n"
       "// One CTA a multiprocessor: 384 threads, and setmaxnreg needs the bound to hold.\n"
       "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(\n"
       "    const FwdParams params, const __grid_constant__ fj::TmaDesc tm_q,\n"
       "    const __grid_constant__ fj::TmaDesc tm_k, const __grid_constant__ fj::TmaDesc tm_v) {{\n"
       "  fj::fwd_sm90<KernelConfig>(params, &tm_q, &tm_k, &tm_v);\n"
       "}}\n",
-      plan.shared_bytes, plan.threads, plan.threads, plan.kernel_name);
+      plan.threads, plan.kernel_name);
 }
 
 }  // namespace
@@ -66,6 +63,7 @@ const KernelPathInfo kFwdSm90Path = {
     .label = "sm90",
     .operation = Operation::Forward,
     .template_file = "kernels/fwd_sm90.cuh",
+    .layout = "fj::Sm90FwdLayout",
     .persistent_grid = true,
     .tma_loads = true,
     .serves = serves,

@@ -39,6 +39,9 @@ struct KernelPathInfo {
   const char* label;  // the kernel family in messages and generated comments: "sm80"
   Operation operation;
   const char* template_file;  // the kernel body the program includes (templates/)
+  // The device layout struct (templates/kernels/): emit_source static_asserts that its
+  // kSharedBytes and kThreads equal the plan's, so host and device agree by construction.
+  const char* layout;
   // A persistent grid: one CTA a multiprocessor, drawing tiles from a per-stream counter
   // (runtime/tile_counters.h) that the launch passes in the parameters.
   bool persistent_grid;
@@ -64,7 +67,8 @@ struct KernelPathInfo {
   // The tiles' part of kernel names: "m64n64w4s2", "ws_n128s3".
   std::string (*tiles_label)(const Tiles& tiles);
   // The source the plan's program needs after the templates and before its KernelConfig
-  // (instruction shapes written out for its tiles), and its extern "C" entry after it.
+  // (instruction shapes written out for its tiles), and its extern "C" entry after the
+  // layout checks.
   std::string (*extra_source)(const Plan& plan);
   std::string (*entry)(const Plan& plan);
 };

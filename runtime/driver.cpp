@@ -30,7 +30,7 @@ struct Driver::Api {
   // Primary contexts, retained on a GPU's first use (retaining one costs memory on that GPU);
   // never released: they live as long as the process, like the CUDA runtime's.
   std::vector<CUcontext> contexts;
-  std::mutex contexts_mutex;
+  std::unique_ptr<std::once_flag[]> retained;  // one a GPU: launches then take no lock
 
 #define FLASHJIT_DRIVER_ENTRY(name) decltype(&name) p_##name = nullptr;
 #define FLASHJIT_DRIVER_ENTRIES(X)                                                          \
@@ -96,6 +96,7 @@ Driver::Driver() : api_(std::make_unique<Api>()) {
   if (count < 1) throw no_device("the CUDA driver reports no GPU");
   api_->devices.resize(count);
   api_->contexts.resize(count, nullptr);
+  api_->retained = std::make_unique<std::once_flag[]>(count);
   for (int i = 0; i < count; ++i) FLASHJIT_CU(cuDeviceGet, &api_->devices[i], i);
 }
 
@@ -103,22 +104,35 @@ void Driver::make_current(int device) {
   if (device < 0 || device >= device_count())
     throw Error(ErrorKind::Usage, fmt::format("GPU {} does not exist: this machine has {} (0 to {})",
                                               device, device_count(), device_count() - 1));
-  CUcontext context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(api_->contexts_mutex);
-    if (!api_->contexts[device])
-      FLASHJIT_CU(cuDevicePrimaryCtxRetain, &api_->contexts[device], api_->devices[device]);
-    context = api_->contexts[device];
-  }
-  FLASHJIT_CU(cuCtxSetCurrent, context);
+  // A failed retain leaves the flag unset, so the next call tries again.
+  std::call_once(api_->retained[device], [&] {
+    FLASHJIT_CU(cuDevicePrimaryCtxRetain, &api_->contexts[device], api_->devices[device]);
+  });
+  FLASHJIT_CU(cuCtxSetCurrent, api_->contexts[device]);
 }
 
 int Driver::device_count() const { return static_cast<int>(api_->devices.size()); }
 
+int Driver::gpu_count() {
+  try {
+    return instance().device_count();
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 Driver& Driver::get(int device) {
+  // The context is made current on every call: the application may have switched it since
+  // (cudaSetDevice), and it is cheap.
+  Driver& driver = instance();
+  driver.make_current(device);
+  return driver;
+}
+
+Driver& Driver::instance() {
   // The process-wide driver, or why there is none: built once (a function-local static is
-  // initialised exactly once even when threads race). The context is made current on every
-  // call: the application may have switched it since (cudaSetDevice), and it is cheap.
+  // initialised exactly once even when threads race). It retains no context: asking whether
+  // a GPU is there costs no memory on any GPU.
   struct Slot {
     std::unique_ptr<Driver> driver;
     std::string reason;
@@ -133,7 +147,6 @@ Driver& Driver::get(int device) {
     return s;
   }();
   if (!slot.driver) throw Error(ErrorKind::NoDevice, slot.reason);
-  slot.driver->make_current(device);
   return *slot.driver;
 }
 
@@ -141,7 +154,7 @@ bool Driver::available() { return unavailable_reason().empty(); }
 
 std::string Driver::unavailable_reason() {
   try {
-    get();
+    instance();
     return "";
   } catch (const Error& error) {
     return error.what();

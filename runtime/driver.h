@@ -35,12 +35,13 @@ class Driver {
   // libcuda.so.1, cuInit failed, no device) when there is no usable GPU, Error(Usage) for an
   // ordinal this machine does not have.
   static Driver& get(int device = 0);
-  // Never throws: true when get() would succeed.
+  // Never throws: true when a driver and a GPU are there (no context is retained to say so).
   static bool available();
   // Why available() is false ("" when it is true).
   static std::string unavailable_reason();
 
-  int device_count() const;
+  // The number of GPUs, 0 without a driver; never throws, retains no context.
+  static int gpu_count();
   DeviceInfo device_info(int device = 0) const;
 
   // Modules and launches. A module owns its functions; unload() frees it.
@@ -69,6 +70,8 @@ class Driver {
 
  private:
   Driver();
+  static Driver& instance();  // dlopen and cuInit once; throws Error(NoDevice)
+  int device_count() const;
   void make_current(int device);
   struct Api;
   std::unique_ptr<Api> api_;

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,6 +35,12 @@ struct LoadedVariant {
 // What an operation's plan depends on: the operation, the call's traits and the tiles.
 using OperationKey = std::tuple<gen::Operation, gen::CallTraits, int, int, int, int>;
 
+// An operation's plan with the loaded kernel of each launch, in the same order.
+struct LoadedOperation {
+  rt::OperationPlan plan;
+  std::vector<const LoadedVariant*> kernels;
+};
+
 class JitKernel final : public Kernel {
  public:
   JitKernel(Spec spec, std::string target, int ordinal, DeviceInfo device,
@@ -58,9 +65,10 @@ class JitKernel final : public Kernel {
 
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
-    const rt::OperationPlan& op =
+    const LoadedOperation& op =
         operation_for(gen::Operation::Forward, rt::forward_call_traits(spec_, args), tiles_for(args));
-    for (const gen::Plan& plan : op.launches) launch_forward_path(plan, args, stream);
+    for (size_t i = 0; i < op.kernels.size(); ++i)
+      launch_forward_path(op.plan.launches[i], *op.kernels[i], args, stream);
   }
 
   void backward(const BackwardArgs& args, void*) override {
@@ -86,8 +94,8 @@ class JitKernel final : public Kernel {
  private:
   // One launch of a forward path: its parameters, and for a persistent path this stream's
   // tile counter, for a TMA path the tensor maps of Q, K and V.
-  void launch_forward_path(const gen::Plan& plan, const ForwardArgs& args, void* stream) {
-    const LoadedVariant& variant = loaded(plan);
+  void launch_forward_path(const gen::Plan& plan, const LoadedVariant& variant,
+                           const ForwardArgs& args, void* stream) {
     rt::Driver& driver = rt::Driver::get(ordinal_);
     FwdParams params = rt::make_fwd_params(plan, args);
     const rt::LaunchGeometry geometry = rt::launch_geometry(plan, args, device_.sm_count);
@@ -132,23 +140,26 @@ class JitKernel final : public Kernel {
     return chosen;
   }
 
-  // The plan of an operation for a call's traits and tiles, made once.
-  const rt::OperationPlan& operation_for(gen::Operation operation, const gen::CallTraits& call,
-                                         const Tiles& tiles) {
+  // The plan of an operation for a call's traits and tiles, with its kernels loaded, made
+  // once: a call after the first takes one lock and one lookup. The first compiles and loads
+  // while holding the lock: other threads launching this kernel need the same kernels and
+  // would only wait anyway.
+  const LoadedOperation& operation_for(gen::Operation operation, const gen::CallTraits& call,
+                                       const Tiles& tiles) {
     std::lock_guard<std::mutex> lock(mutex_);
     const OperationKey key{operation, call, tiles.block_m, tiles.block_n, tiles.warps,
                            tiles.stages};
     if (auto found = operations_.find(key); found != operations_.end()) return found->second;
-    rt::OperationPlan op = operation == gen::Operation::Forward
-                               ? rt::plan_forward(spec_, target_, call, &tiles)
-                               : rt::plan_backward(spec_, target_, call);
+    LoadedOperation op;
+    op.plan = operation == gen::Operation::Forward ? rt::plan_forward(spec_, target_, call, &tiles)
+                                                   : rt::plan_backward(spec_, target_, call);
+    for (const gen::Plan& plan : op.plan.launches) op.kernels.push_back(&load_locked(plan));
     return operations_.emplace(key, std::move(op)).first->second;
   }
 
-  // The first launch of a plan compiles and loads it while holding the lock: other threads
-  // launching this kernel need that same variant and would only wait anyway.
-  const LoadedVariant& loaded(const gen::Plan& plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
+  // The loaded kernel of `plan`, shared by every operation that launches it; the caller holds
+  // mutex_.
+  const LoadedVariant& load_locked(const gen::Plan& plan) {
     if (auto found = variants_.find(plan.kernel_name); found != variants_.end())
       return found->second;
     LoadedVariant variant;
@@ -181,7 +192,7 @@ class JitKernel final : public Kernel {
   // Guards operations_, variants_, tiles_by_bucket_ and tile_counters_: forward() may run
   // on several threads.
   mutable std::mutex mutex_;
-  std::map<OperationKey, rt::OperationPlan> operations_;
+  std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
   rt::TileCounters tile_counters_{ordinal_};
@@ -210,8 +221,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 Runtime::~Runtime() = default;
 
 bool Runtime::has_device() const {
-  return rt::Driver::available() && impl_->options.device >= 0 &&
-         impl_->options.device < rt::Driver::get().device_count();
+  return impl_->options.device >= 0 && impl_->options.device < rt::Driver::gpu_count();
 }
 
 DeviceInfo Runtime::device() const {

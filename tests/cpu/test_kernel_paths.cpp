@@ -49,7 +49,7 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
     CHECK(names.insert(path->name).second);
     CHECK(&kernel_path(path->id) == path);
     CHECK(std::string(to_string(path->id)) == path->label);
-    const bool complete = path->serves && path->default_tiles && path->tiles_problem &&
+    const bool complete = path->layout && path->serves && path->default_tiles && path->tiles_problem &&
                           path->shared_bytes && path->tuning_grid && path->tuning_problem &&
                           path->tiles_label && path->extra_source && path->entry;
     CHECK(complete);

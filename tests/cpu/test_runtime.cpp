@@ -90,7 +90,7 @@ TEST_CASE("runtime: one runtime a GPU ordinal; compiling needs none, kernels nee
     return;
   }
   // With GPUs: an ordinal past the last is no device and a usage error naming the count.
-  far.device = Driver::get().device_count();
+  far.device = Driver::gpu_count();
   Runtime missing(far);
   CHECK_FALSE(missing.has_device());
   try {
