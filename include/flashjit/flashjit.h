@@ -270,7 +270,8 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // True when a CUDA driver and a GPU are present (never throws).
+  // True when a CUDA driver and this runtime's GPU (RuntimeOptions::device) are present;
+  // never throws, and takes no memory on any GPU to find out.
   bool has_device() const;
   // Throws Error(NoDevice) without a GPU.
   DeviceInfo device() const;
