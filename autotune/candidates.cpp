@@ -22,7 +22,7 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
   if (!gen::is_known_target(target))
     throw Error(ErrorKind::Usage, fmt::format("unknown target '{}'", target));
 
-  const gen::KernelPathInfo& path = gen::choose_path(gen::Operation::Forward, spec, target);
+  const gen::KernelPathInfo& path = gen::choose_path(gen::Step::Forward, spec, target);
   const gen::PaddedDims dims = gen::padded_dims(spec);
   CandidateSpace space;
   const Tiles heuristic = path.default_tiles(spec, target);

@@ -33,13 +33,15 @@ void inline_template(const std::string& name, std::set<std::string>& done, std::
   }
 }
 
-// The KernelConfig both kernels read: the spec's constants (spec_fields.h) and the plan's.
+// The KernelConfig every kernel reads: the spec's constants (spec_fields.h) and the plan's.
 std::string kernel_config(const Plan& plan) {
   return fmt::format(
       "struct KernelConfig {{\n"
       "  using Element = {};\n"
       "{}"
       "  static constexpr int kDqkPad = {};\n"
+      "  static constexpr int kDvPad = {};\n"
+      "  static constexpr int kDkSlice = {};\n"
       "  static constexpr int kDvSlice = {};\n"
       "  static constexpr int kDvSplits = {};\n"
       "  static constexpr int kBlockM = {};\n"
@@ -51,7 +53,7 @@ std::string kernel_config(const Plan& plan) {
       "  static constexpr bool kVarlen = {};\n"
       "}};\n",
       element_type(plan.spec.dtype).device_type, spec_constants(plan.spec, ConstantGroup::HeadDims),
-      plan.d_qk_pad, plan.dv_slice, plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n,
+      plan.d_qk_pad, plan.d_v_pad, plan.dk_slice, plan.dv_slice, plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n,
       plan.tiles.warps, plan.tiles.stages, plan.call.align_bytes,
       spec_constants(plan.spec, ConstantGroup::Mask), plan.call.varlen ? "true" : "false");
 }

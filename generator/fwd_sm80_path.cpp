@@ -9,14 +9,6 @@
 namespace flashjit::gen {
 namespace {
 
-// Row stride of a shared tile in elements: an odd number of 16-byte units, so that the eight
-// rows one ldmatrix reads fall in eight different bank groups.
-int conflict_free_stride(int cols, int element_bytes) {
-  const int per_unit = 16 / element_bytes;
-  const int units = cols / per_unit;
-  return per_unit * (units % 2 == 1 ? units : units + 1);
-}
-
 bool serves(const Spec&, const std::string& target, const CallTraits&) {
   return is_known_target(target);
 }
@@ -61,14 +53,18 @@ const KernelPathInfo kFwdSm80Path = {
     .id = KernelPath::FwdSm80,
     .name = "fwd_sm80",
     .label = "sm80",
-    .operation = Operation::Forward,
+    .kernel_prefix = "fa_fwd",
+    .step = Step::Forward,
     .template_file = "kernels/fwd_sm80.cuh",
     .layout = "fj::Sm80FwdLayout",
     .persistent_grid = false,
     .tma_loads = false,
+    .grid_over = GridOver::QueryRows,
     .serves = serves,
     .default_tiles = sm80_default_tiles,
     .tiles_problem = tiles_problem,
+    .tiles_in_mask_blocks = true,
+    .column_split = forward_column_split,
     .shared_bytes = sm80_shared_bytes,
     .tuning_grid = tuning_grid,
     .tuning_problem = tuning_problem,

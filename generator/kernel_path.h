@@ -17,11 +17,18 @@ namespace flashjit::gen {
 struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
-enum class KernelPath { FwdSm90, FwdSm80 };
+enum class KernelPath { FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80 };
 
 // What the runtime runs for a public call; each is a list of launches of paths.
 enum class Operation { Forward, Backward, Decode };
 const char* to_string(Operation operation);  // "forward" | "backward" | "decode"
+
+// One launch of an operation, which a path serves: the forward is one step; the backward is
+// D = rowsum(dO * O), then dK/dV and dQ.
+enum class Step { Forward, BwdPre, BwdDkDv, BwdDq };
+const char* to_string(Step step);  // "forward" | "bwd_pre" | "bwd_dkdv" | "bwd_dq"
+Operation operation_of(Step step);
+
 
 // What a call contributes to its plan, derived by the runtime from the call's pointers and
 // sizes (runtime/call_traits.h): each distinct value is a kernel variant of its own.
@@ -33,11 +40,16 @@ struct CallTraits {
   auto operator<=>(const CallTraits&) const = default;
 };
 
+// What a path's grid covers: blocks of block_m query rows of every query head (the forward,
+// dQ), or blocks of block_n keys of every kv head (dK/dV); z is batch * column splits.
+enum class GridOver { QueryRows, KeyRows };
+
 struct KernelPathInfo {
   KernelPath id;
   const char* name;   // the registry's name: "fwd_sm80"
   const char* label;  // the kernel family in messages and generated comments: "sm80"
-  Operation operation;
+  const char* kernel_prefix;  // of its kernel names: "fa_fwd"
+  Step step;
   const char* template_file;  // the kernel body the program includes (templates/)
   // The device layout struct (templates/kernels/): emit_source static_asserts that its
   // kSharedBytes and kThreads equal the plan's, so host and device agree by construction.
@@ -47,6 +59,7 @@ struct KernelPathInfo {
   bool persistent_grid;
   // Q, K and V arrive through TMA tensor maps, passed after the parameter struct.
   bool tma_loads;
+  GridOver grid_over;
 
   // Does the path serve `spec` on `target` for a call with these traits?
   bool (*serves)(const Spec& spec, const std::string& target, const CallTraits& call);
@@ -56,6 +69,10 @@ struct KernelPathInfo {
   // shared memory and registers. The spec's block mask is checked apart (mask_tiles_problem).
   std::string (*tiles_problem)(const PaddedDims& dims, const Tiles& tiles,
                                const std::string& target);
+  // Do its tiles lie inside the spec's mask blocks (block_m divides block_q, block_n block_k)?
+  // The walks over mask blocks need it; a path that ignores block masks does not.
+  bool tiles_in_mask_blocks;
+  ColumnSplit (*column_split)(const PaddedDims& dims);
   // Dynamic shared memory a CTA needs (the emitted source static_asserts the device layout
   // agrees).
   int (*shared_bytes)(const PaddedDims& dims, const Tiles& tiles);
@@ -78,22 +95,21 @@ std::span<const KernelPathInfo* const> kernel_paths();
 const KernelPathInfo& kernel_path(KernelPath id);
 const char* to_string(KernelPath id);  // the label: "sm80" | "sm90"
 
-// The path that serves `operation` for `spec` on `target` and this call: the first in
-// kernel_paths() order whose serves() accepts it. Throws Error(Usage) naming the operation
-// when none does (an operation not built yet).
-const KernelPathInfo& choose_path(Operation operation, const Spec& spec,
-                                  const std::string& target, const CallTraits& call = {});
+// The path that serves `step` for `spec` on `target` and this call: the first in
+// kernel_paths() order whose serves() accepts it. Throws Error(Usage) naming the step when
+// none does (an operation not built yet).
+const KernelPathInfo& choose_path(Step step, const Spec& spec, const std::string& target,
+                                  const CallTraits& call = {});
 
 // The tiles a spec's own `tiles:` and the tune DB refer to: those of the path that serves
-// the operation for 16-byte aligned, TMA-loadable calls (the spec's primary path).
-Tiles default_tiles(const Spec& spec, const std::string& target,
-                    Operation operation = Operation::Forward);
+// the step for 16-byte aligned, TMA-loadable calls (the spec's primary path).
+Tiles default_tiles(const Spec& spec, const std::string& target, Step step = Step::Forward);
 // Why `tiles` cannot run `spec` on `target` with `path` ("" when they can): the path's tile
 // rules, shared memory and registers, and the spec's block mask.
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
                           const KernelPathInfo& path);
 // The same with the spec's primary path.
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
-                          Operation operation = Operation::Forward);
+                          Step step = Step::Forward);
 
 }  // namespace flashjit::gen

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include "generator/bwd_dkdv_sm80_path.h"
+#include "generator/bwd_dq_sm80_path.h"
+#include "generator/bwd_pre_path.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
 #include "generator/kernel_path.h"
@@ -9,7 +12,8 @@ namespace flashjit::gen {
 namespace {
 
 // In the order of preference: a call takes the first path that serves it.
-constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path, &kFwdSm80Path};
+constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path, &kFwdSm80Path, &kBwdPrePath,
+                                            &kBwdDkDvSm80Path, &kBwdDqSm80Path};
 
 }  // namespace
 
@@ -22,6 +26,20 @@ const char* to_string(Operation operation) {
   return "unknown";
 }
 
+const char* to_string(Step step) {
+  switch (step) {
+    case Step::Forward: return "forward";
+    case Step::BwdPre: return "bwd_pre";
+    case Step::BwdDkDv: return "bwd_dkdv";
+    case Step::BwdDq: return "bwd_dq";
+  }
+  return "unknown";
+}
+
+Operation operation_of(Step step) {
+  return step == Step::Forward ? Operation::Forward : Operation::Backward;
+}
+
 std::span<const KernelPathInfo* const> kernel_paths() { return kPaths; }
 
 const KernelPathInfo& kernel_path(KernelPath id) {
@@ -32,29 +50,30 @@ const KernelPathInfo& kernel_path(KernelPath id) {
 
 const char* to_string(KernelPath id) { return kernel_path(id).label; }
 
-const KernelPathInfo& choose_path(Operation operation, const Spec& spec, const std::string& target,
+const KernelPathInfo& choose_path(Step step, const Spec& spec, const std::string& target,
                                   const CallTraits& call) {
   require_known_target(target);
   for (const KernelPathInfo* path : kPaths)
-    if (path->operation == operation && path->serves(spec, target, call)) return *path;
+    if (path->step == step && path->serves(spec, target, call)) return *path;
   throw Error(ErrorKind::Usage,
-              fmt::format("spec {}: no kernel path of flashjit serves the {} on {} yet", spec.name,
-                          to_string(operation), target));
+              fmt::format("spec {}: no kernel path of flashjit serves the {} ({}) on {} yet",
+                          spec.name, to_string(operation_of(step)), to_string(step), target));
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target, Operation operation) {
-  return choose_path(operation, spec, target).default_tiles(spec, target);
+Tiles default_tiles(const Spec& spec, const std::string& target, Step step) {
+  return choose_path(step, spec, target).default_tiles(spec, target);
 }
 
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
                           const KernelPathInfo& path) {
   const std::string problem = path.tiles_problem(padded_dims(spec), tiles, target);
-  return problem.empty() ? mask_tiles_problem(spec, tiles) : problem;
+  if (!problem.empty() || !path.tiles_in_mask_blocks) return problem;
+  return mask_tiles_problem(spec, tiles);
 }
 
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,
-                          Operation operation) {
-  return tiles_problem(spec, target, tiles, choose_path(operation, spec, target));
+                          Step step) {
+  return tiles_problem(spec, target, tiles, choose_path(step, spec, target));
 }
 
 }  // namespace flashjit::gen

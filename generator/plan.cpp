@@ -14,7 +14,8 @@ std::string kernel_name(const Plan& p) {
   const std::string mask = s.mask == MaskKind::SlidingWindow
                                ? fmt::format("_w{}_{}", s.window_left, s.window_right)
                                : mask_label(s);
-  return fmt::format("fa_fwd_qk{}_v{}_{}_{}{}_{}_a{}_{}{}", s.head_dim_qk, s.head_dim_v,
+  return fmt::format("{}_qk{}_v{}_{}_{}{}_{}_a{}_{}{}", p.path->kernel_prefix, s.head_dim_qk,
+                     s.head_dim_v,
                      to_string(s.dtype), s.causal ? "causal" : "full", mask,
                      p.path->tiles_label(p.tiles), p.call.align_bytes, target,
                      p.call.varlen ? "_varlen" : "");
@@ -23,7 +24,7 @@ std::string kernel_name(const Plan& p) {
 }  // namespace
 
 Plan make_plan(const Spec& spec, const std::string& target, const CallTraits& call,
-               const Tiles* tuned, Operation operation) {
+               const Tiles* tuned, Step step) {
   spec.validate();
   require_known_target(target);
   if (spec.arch == Arch::Sm90a && target != "sm_90a")
@@ -40,14 +41,17 @@ Plan make_plan(const Spec& spec, const std::string& target, const CallTraits& ca
   const PaddedDims dims = padded_dims(spec);
   plan.d_qk_pad = dims.d_qk_pad;
   plan.d_v_pad = dims.d_v_pad;
-  plan.dv_splits = dims.dv_splits;
-  plan.dv_slice = dims.dv_slice;
-  plan.path = &choose_path(operation, spec, target, call);
-  const bool primary = plan.path == &choose_path(operation, spec, target);
-  plan.tiles = !primary                ? plan.path->default_tiles(spec, target)
-               : !spec.tiles.is_auto() ? spec.tiles
-               : tuned                 ? *tuned
-                                       : plan.path->default_tiles(spec, target);
+  plan.path = &choose_path(step, spec, target, call);
+  const ColumnSplit split = plan.path->column_split(dims);
+  plan.dk_slice = split.dk_slice;
+  plan.dv_slice = split.dv_slice;
+  plan.dv_splits = split.splits;
+  const bool primary = plan.path == &choose_path(step, spec, target);
+  const bool spec_tiles = step == Step::Forward && !spec.tiles.is_auto();
+  plan.tiles = !primary     ? plan.path->default_tiles(spec, target)
+               : spec_tiles ? spec.tiles
+               : tuned      ? *tuned
+                            : plan.path->default_tiles(spec, target);
   const std::string problem = tiles_problem(spec, target, plan.tiles, *plan.path);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,

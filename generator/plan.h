@@ -19,7 +19,10 @@ struct Plan {
   Tiles tiles;         // resolved, never auto
   int d_qk_pad = 0;    // head_dim_qk rounded up to the MMA k granularity
   int d_v_pad = 0;     // head_dim_v rounded up to 16
-  int dv_slice = 0;    // V columns one CTA computes (padded); dv_splits CTAs share a row block
+  // The path's ColumnSplit: dv_splits CTAs share a row block, each computing dk_slice
+  // columns of a qk-wide output and dv_slice of a v-wide one (padded).
+  int dk_slice = 0;
+  int dv_slice = 0;
   int dv_splits = 1;
   int threads = 0;
   int shared_bytes = 0;   // dynamic shared memory per CTA
@@ -29,13 +32,14 @@ struct Plan {
   std::string kernel_name;
 };
 
-// Resolves `spec` for the path that serves `operation` on `target` for a call with `call`'s
+// Resolves `spec` for the path that serves `step` on `target` for a call with `call`'s
 // traits (choose_path). Tiles come from the spec, else `tuned` (if non-null), else the path's
 // heuristic — except when the call takes another path than the spec's primary one (a
 // warp-specialised spec whose tensors TMA cannot load runs the sm80 kernel): the spec's and
-// the tune DB's tiles are the primary path's, so that path's own heuristic serves.
+// the tune DB's tiles are the primary path's, so that path's own heuristic serves. The
+// spec's tiles are the forward's: other steps take `tuned` or their heuristic.
 // Throws Error(Spec/Usage) if the spec cannot be served on the target.
 Plan make_plan(const Spec& spec, const std::string& target, const CallTraits& call = {},
-               const Tiles* tuned = nullptr, Operation operation = Operation::Forward);
+               const Tiles* tuned = nullptr, Step step = Step::Forward);
 
 }  // namespace flashjit::gen

@@ -9,6 +9,14 @@ namespace flashjit::gen {
 
 int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
 
+int ceil_div(int x, int y) { return (x + y - 1) / y; }
+
+int conflict_free_stride(int cols, int element_bytes) {
+  const int per_unit = 16 / element_bytes;
+  const int units = cols / per_unit;
+  return per_unit * (units % 2 == 1 ? units : units + 1);
+}
+
 std::string tiles_label(const Tiles& t) {
   return fmt::format("m{}n{}w{}s{}", t.block_m, t.block_n, t.warps, t.stages);
 }
@@ -25,6 +33,10 @@ PaddedDims padded_dims(const Spec& spec) {
   d.dv_splits = (d.d_v_pad + kMaxSlice - 1) / kMaxSlice;
   d.dv_slice = round_up((d.d_v_pad + d.dv_splits - 1) / d.dv_splits, 16);
   return d;
+}
+
+ColumnSplit forward_column_split(const PaddedDims& dims) {
+  return {.dk_slice = dims.d_qk_pad, .dv_slice = dims.dv_slice, .splits = dims.dv_splits};
 }
 
 std::string mask_tiles_problem(const Spec& spec, const Tiles& t) {

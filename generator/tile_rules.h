@@ -18,6 +18,16 @@ struct PaddedDims {
   int element_bytes = 2;  // of the spec's dtype (generator/element_types.h)
 };
 PaddedDims padded_dims(const Spec& spec);
+// How a path splits the output columns over CTAs: each of `splits` CTAs of one row block
+// computes dk_slice columns of its qk-wide output (dK, dQ) and dv_slice of its v-wide one
+// (O, dV), slice s starting at column s * slice (padded widths, multiples of 16).
+struct ColumnSplit {
+  int dk_slice = 0;
+  int dv_slice = 0;
+  int splits = 1;
+};
+// The forward's split: all qk columns, the V columns in dv_splits slices of dv_slice.
+ColumnSplit forward_column_split(const PaddedDims& dims);
 
 // Why `tiles` cannot serve the block mask of `spec` ("" when they can, or when the spec has
 // no block mask): every CTA's query rows must lie in one mask query block (block_m divides
@@ -34,6 +44,12 @@ Tiles fit_tiles_to_mask(const Spec& spec, Tiles tiles);
 std::string shared_memory_problem(int bytes, const std::string& target);
 
 int round_up(int x, int multiple);
+int ceil_div(int x, int y);
+
+// Row stride of an sm80 shared tile in elements (templates/tile/smem_layout.cuh): an odd
+// number of 16-byte units, so that the eight rows one ldmatrix reads fall in eight different
+// bank groups.
+int conflict_free_stride(int cols, int element_bytes);
 
 // "m128n64w4s3", for messages and tables.
 std::string tiles_label(const Tiles& tiles);

@@ -57,10 +57,30 @@ gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args) {
           .varlen = args.cu_seqlens_q != nullptr};
 }
 
+int backward_alignment(const Spec& spec, const BackwardArgs& a) {
+  const ForwardArgs& f = a.forward;
+  const int e = gen::element_type(spec.dtype).bytes;
+  return alignment_of(qkv_bits(spec, f) |
+                      row_start_bits(f.o, f.o_stride, f.batch, f.seqlen_q, f.heads_q, e) |
+                      row_start_bits(a.d_o, a.d_o_stride, f.batch, f.seqlen_q, f.heads_q, e) |
+                      row_start_bits(a.d_q, a.d_q_stride, f.batch, f.seqlen_q, f.heads_q, e) |
+                      row_start_bits(a.d_k, a.d_k_stride, f.batch, f.seqlen_k, f.heads_kv, e) |
+                      row_start_bits(a.d_v, a.d_v_stride, f.batch, f.seqlen_k, f.heads_kv, e));
+}
+
+gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args) {
+  return {.align_bytes = backward_alignment(spec, args),
+          .tma_loadable = false,
+          .varlen = args.forward.cu_seqlens_q != nullptr};
+}
+
 LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count) {
   LaunchGeometry g;
-  g.grid_x = static_cast<unsigned>((args.seqlen_q + plan.tiles.block_m - 1) / plan.tiles.block_m);
-  g.grid_y = static_cast<unsigned>(args.heads_q);
+  const bool keys = plan.path->grid_over == gen::GridOver::KeyRows;
+  const int rows = keys ? args.seqlen_k : args.seqlen_q;
+  const int block = keys ? plan.tiles.block_n : plan.tiles.block_m;
+  g.grid_x = static_cast<unsigned>((rows + block - 1) / block);
+  g.grid_y = static_cast<unsigned>(keys ? args.heads_kv : args.heads_q);
   g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
   if (plan.path->persistent_grid) {
     // One CTA a multiprocessor (its threads hold the whole register file), each drawing

@@ -23,12 +23,18 @@ bool tma_loadable(const Spec& spec, const ForwardArgs& args);
 
 gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args);
 
+// Largest of 16/8/4/2 that divides every row start of Q, K, V, O, dO, dQ, dK and dV. The
+// backward's kernels load no tensor through TMA.
+int backward_alignment(const Spec& spec, const BackwardArgs& args);
+gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args);
+
 struct LaunchGeometry {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1;
   unsigned shared_bytes = 0;
 };
-// The grid of one call. A persistent path's grid holds `sm_count` CTAs at most.
+// The grid of one call: blocks of rows (the path's GridOver) of every head, times batch and
+// column splits. A persistent path's grid holds `sm_count` CTAs at most.
 LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count);
 
 }  // namespace flashjit::rt

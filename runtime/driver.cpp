@@ -39,7 +39,8 @@ struct Driver::Api {
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)              \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventDestroy)          \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)   \
+  X(cuMemAllocAsync) X(cuMemFreeAsync)
   FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_ENTRY)
 #undef FLASHJIT_DRIVER_ENTRY
 
@@ -240,6 +241,16 @@ DevicePtr Driver::alloc(size_t bytes) {
 
 void Driver::free(DevicePtr ptr) { FLASHJIT_CU(cuMemFree, ptr); }
 
+DevicePtr Driver::alloc_async(size_t bytes, Stream stream) {
+  CUdeviceptr ptr = 0;
+  FLASHJIT_CU(cuMemAllocAsync, &ptr, bytes, static_cast<CUstream>(stream));
+  return ptr;
+}
+
+void Driver::free_async(DevicePtr ptr, Stream stream) {
+  FLASHJIT_CU(cuMemFreeAsync, ptr, static_cast<CUstream>(stream));
+}
+
 void Driver::copy_to_device(DevicePtr dst, const void* src, size_t bytes) {
   FLASHJIT_CU(cuMemcpyHtoD, dst, src, bytes);
 }
@@ -273,6 +284,31 @@ float Driver::event_elapsed_ms(void* start, void* stop) {
   float ms = 0;
   FLASHJIT_CU(cuEventElapsedTime, &ms, static_cast<CUevent>(start), static_cast<CUevent>(stop));
   return ms;
+}
+
+// ---------------------------------------------------------------- StreamScratch
+
+StreamScratch::~StreamScratch() {
+  if (ptr_) {
+    try {
+      driver_->free_async(ptr_, stream_);
+    } catch (const Error&) {
+      // A destructor must not throw; the pool's memory goes back with the context.
+    }
+  }
+}
+
+StreamScratch::StreamScratch(StreamScratch&& other) noexcept
+    : driver_(other.driver_), ptr_(std::exchange(other.ptr_, 0)), stream_(other.stream_) {}
+
+StreamScratch& StreamScratch::operator=(StreamScratch&& other) noexcept {
+  if (this != &other) {
+    StreamScratch old(std::move(*this));
+    driver_ = other.driver_;
+    ptr_ = std::exchange(other.ptr_, 0);
+    stream_ = other.stream_;
+  }
+  return *this;
 }
 
 // ---------------------------------------------------------------- DeviceBuffer

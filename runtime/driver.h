@@ -57,6 +57,11 @@ class Driver {
   // Memory (used by the CLI, the tests and the benchmark; the API takes the user's pointers).
   DevicePtr alloc(size_t bytes);
   void free(DevicePtr ptr);
+  // Stream-ordered memory (the device's default pool): usable by work queued on `stream`
+  // after the allocation, returned once the work queued before the free is done. The
+  // backward's workspace when the caller gives none.
+  DevicePtr alloc_async(size_t bytes, Stream stream);
+  void free_async(DevicePtr ptr, Stream stream);
   void copy_to_device(DevicePtr dst, const void* src, size_t bytes);
   void copy_to_host(void* dst, DevicePtr src, size_t bytes);
   void memset_u8(DevicePtr dst, uint8_t value, size_t bytes);
@@ -96,6 +101,26 @@ class DeviceBuffer {
   DevicePtr ptr_ = 0;
   size_t bytes_ = 0;
   int device_ = 0;
+};
+
+// RAII stream-ordered allocation (Driver::alloc_async), freed on `stream` when it goes:
+// work queued before the free still sees the memory.
+class StreamScratch {
+ public:
+  StreamScratch() = default;
+  StreamScratch(Driver& driver, size_t bytes, Stream stream)
+      : driver_(&driver), ptr_(driver.alloc_async(bytes, stream)), stream_(stream) {}
+  ~StreamScratch();
+  StreamScratch(StreamScratch&& other) noexcept;
+  StreamScratch& operator=(StreamScratch&& other) noexcept;
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+
+ private:
+  Driver* driver_ = nullptr;
+  DevicePtr ptr_ = 0;
+  Stream stream_ = nullptr;
 };
 
 // RAII CUDA event, destroyed on scope exit (a failing launch between two records leaks none).

@@ -106,7 +106,7 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
   check_strides("o", args.o_stride, strided_batch, args.seqlen_q, args.heads_q);
 }
 
-void fill_mask_params(FwdParams& params, const ForwardArgs& args) {
+void fill_mask_params(AttnParams& params, const ForwardArgs& args) {
   params.block_sparse.counts = args.block_counts;
   params.block_sparse.indices = args.block_indices;
   // Entries of block_counts; a dimension of size 1 is shared (broadcast): stride 0.
@@ -118,12 +118,11 @@ void fill_mask_params(FwdParams& params, const ForwardArgs& args) {
   params.cu_seqlens_k = args.cu_seqlens_k;
 }
 
-FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
+void fill_attn_params(AttnParams& params, const Spec& spec, const ForwardArgs& args) {
   constexpr double kLog2e = 1.4426950408889634;
   const double scale = args.softmax_scale > 0.f
                            ? static_cast<double>(args.softmax_scale)
-                           : 1.0 / std::sqrt(static_cast<double>(plan.spec.head_dim_qk));
-  FwdParams params{};
+                           : 1.0 / std::sqrt(static_cast<double>(spec.head_dim_qk));
   params.q = args.q;
   params.k = args.k;
   params.v = args.v;
@@ -150,6 +149,11 @@ FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
   params.softmax_scale = static_cast<float>(scale);
   params.scale_log2 = static_cast<float>(scale * kLog2e);
   fill_mask_params(params, args);
+}
+
+FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args) {
+  FwdParams params{};
+  fill_attn_params(params, plan.spec, args);
   return params;
 }
 

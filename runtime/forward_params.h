@@ -13,7 +13,10 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args);
 
 FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args);
 
-// The block-sparse layout and varlen fields of `args` into `params` (make_fwd_params calls it).
-void fill_mask_params(FwdParams& params, const ForwardArgs& args);
+// The parameters every attention kernel reads (AttnParams) from a forward call's arguments:
+// tensors, strides, shape, the scale, the block-sparse layout and varlen fields.
+void fill_attn_params(AttnParams& params, const Spec& spec, const ForwardArgs& args);
+// The block-sparse layout and varlen fields of `args` into `params` (fill_attn_params calls it).
+void fill_mask_params(AttnParams& params, const ForwardArgs& args);
 
 }  // namespace flashjit::rt

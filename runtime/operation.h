@@ -17,18 +17,23 @@ struct ScratchBuffer {
   size_t bytes = 0;
 };
 
+// The workspace `scratch` takes, each buffer starting on a 256-byte boundary.
+size_t workspace_bytes(const std::vector<ScratchBuffer>& scratch);
+// Where each buffer starts in a workspace at `base`, in order.
+std::vector<void*> scratch_pointers(const std::vector<ScratchBuffer>& scratch, void* base);
+
+// The launches of an operation, in order; the scratch they share depends on the call's shape
+// and comes from the operation's own function (backward_scratch).
 struct OperationPlan {
   gen::Operation operation = gen::Operation::Forward;
   std::vector<gen::Plan> launches;
-  std::vector<ScratchBuffer> scratch;
-  // The workspace the scratch buffers take, each starting on a 256-byte boundary.
-  size_t workspace_bytes() const;
 };
 
 // The forward of `spec` on `target` for a call with these traits; `tuned` as make_plan takes.
 OperationPlan plan_forward(const Spec& spec, const std::string& target,
                            const gen::CallTraits& call, const Tiles* tuned);
-// The backward: Error(Usage) until kernel paths serve it (choose_path says which is missing).
+// The backward: D = rowsum(dO * O), then dK/dV and dQ (each deterministic). Throws
+// Error(Usage) naming the step when no path serves one.
 OperationPlan plan_backward(const Spec& spec, const std::string& target,
                             const gen::CallTraits& call);
 

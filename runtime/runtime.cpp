@@ -11,6 +11,7 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
+#include "runtime/backward_params.h"
 #include "runtime/call_traits.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
@@ -71,15 +72,33 @@ class JitKernel final : public Kernel {
       launch_forward_path(op.plan.launches[i], *op.kernels[i], args, stream);
   }
 
-  void backward(const BackwardArgs& args, void*) override {
-    rt::check_forward_args(spec_, args.forward);
-    operation_for(gen::Operation::Backward, rt::forward_call_traits(spec_, args.forward),
-                  spec_.tiles);
+  void backward(const BackwardArgs& args, void* stream) override {
+    rt::check_backward_args(spec_, args);
+    const LoadedOperation& op =
+        operation_for(gen::Operation::Backward, rt::backward_call_traits(spec_, args), Tiles{});
+    rt::Driver& driver = rt::Driver::get(ordinal_);
+    const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(args.forward);
+    // Without a caller's workspace, stream-ordered memory: no synchronisation, and safe when
+    // several streams run backwards at once.
+    rt::StreamScratch owned;
+    void* workspace = args.workspace;
+    if (workspace == nullptr) {
+      owned = rt::StreamScratch(driver, rt::workspace_bytes(scratch), stream);
+      workspace = owned.get();
+    }
+    const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
+    BwdParams params = rt::make_bwd_params(spec_, args, buffers[0]);
+    void* kernel_params[] = {&params};
+    for (size_t i = 0; i < op.kernels.size(); ++i) {
+      const gen::Plan& plan = op.plan.launches[i];
+      const rt::LaunchGeometry g = rt::launch_geometry(plan, args.forward, device_.sm_count);
+      driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
+                    g.shared_bytes, stream, kernel_params);
+    }
   }
 
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
-    return rt::plan_backward(spec_, target_, rt::forward_call_traits(spec_, args.forward))
-        .workspace_bytes();
+    return rt::workspace_bytes(rt::backward_scratch(args.forward));
   }
 
   const Spec& spec() const override { return spec_; }
@@ -243,11 +262,11 @@ std::shared_ptr<Kernel> Runtime::kernel(const Spec& spec) {
                                      impl_->tile_source(), impl_->compiler);
 }
 
-CompileReport Runtime::compile(const Spec& spec, const std::string& target) {
-  spec.validate();
-  const gen::Plan plan = gen::make_plan(spec, target);
+namespace {
+
+CompileReport compile_plan(rt::KernelCompiler& compiler, const gen::Plan& plan) {
   bool memory_hit = false;
-  const auto compiled = impl_->compiler->compile(plan, &memory_hit);
+  const auto compiled = compiler.compile(plan, &memory_hit);
   rt::dump_if_requested(*compiled);
   CompileReport report = compiled->report;
   if (memory_hit) {
@@ -257,6 +276,21 @@ CompileReport Runtime::compile(const Spec& spec, const std::string& target) {
     rt::verbose("{} ({}): in-memory cache hit", plan.kernel_name, plan.target);
   }
   return report;
+}
+
+}  // namespace
+
+CompileReport Runtime::compile(const Spec& spec, const std::string& target) {
+  spec.validate();
+  return compile_plan(*impl_->compiler, gen::make_plan(spec, target));
+}
+
+std::vector<CompileReport> Runtime::compile_backward(const Spec& spec, const std::string& target) {
+  spec.validate();
+  std::vector<CompileReport> reports;
+  for (const gen::Plan& plan : rt::plan_backward(spec, target, {}).launches)
+    reports.push_back(compile_plan(*impl_->compiler, plan));
+  return reports;
 }
 
 }  // namespace flashjit

@@ -1,5 +1,5 @@
-// `flashjit compile SPEC.yaml... [--arch T] [--json]`: compile with NVRTC (no GPU needed)
-// and report what ptxas made of each kernel.
+// `flashjit compile SPEC.yaml... [--arch T] [--json] [--backward]`: compile with NVRTC (no GPU
+// needed) and report what ptxas made of each kernel.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -20,6 +20,7 @@ struct CompileOptions {
   std::vector<std::string> spec_files;
   std::string arch;
   bool json = false;
+  bool backward = false;
 };
 
 std::string tiles_text(const Tiles& t) {
@@ -53,15 +54,20 @@ int run_compile(const CompileOptions& options) {
   for (const std::string& file : options.spec_files) {
     try {
       const Spec spec = Spec::from_file(file);
-      const CompileReport report = runtime.compile(spec, resolve_target(spec, options.arch));
-      if (options.json)
-        fmt::print("{}\n", report_json(file, report).dump());
-      else
-        print_table_row(report);
-      if (report.spill_store_bytes > 0 || report.spill_load_bytes > 0) {
-        fmt::print(stderr, "flashjit: {} spills registers ({} bytes stored, {} loaded)\n",
-                   report.kernel_name, report.spill_store_bytes, report.spill_load_bytes);
-        code = std::max(code, static_cast<int>(kCheckFailed));
+      const std::string target = resolve_target(spec, options.arch);
+      const std::vector<CompileReport> reports =
+          options.backward ? runtime.compile_backward(spec, target)
+                           : std::vector<CompileReport>{runtime.compile(spec, target)};
+      for (const CompileReport& report : reports) {
+        if (options.json)
+          fmt::print("{}\n", report_json(file, report).dump());
+        else
+          print_table_row(report);
+        if (report.spill_store_bytes > 0 || report.spill_load_bytes > 0) {
+          fmt::print(stderr, "flashjit: {} spills registers ({} bytes stored, {} loaded)\n",
+                     report.kernel_name, report.spill_store_bytes, report.spill_load_bytes);
+          code = std::max(code, static_cast<int>(kCheckFailed));
+        }
       }
     } catch (const Error& error) {
       code = std::max(code, report_error(error));
@@ -84,6 +90,8 @@ Command add_compile_command(CLI::App& parent) {
       ->check(CLI::ExistingFile);
   add_arch_option(*app, options->arch);
   app->add_flag("--json", options->json, "one JSON object per line and kernel");
+  app->add_flag("--backward", options->backward,
+                "compile the backward's kernels (D pre-pass, dK/dV, dQ) instead of the forward");
   return {app, [options] { return run_compile(*options); }};
 }
 

@@ -179,9 +179,11 @@ struct BlockLayout {
 BlockLayout block_layout_from_dense(const std::vector<uint8_t>& visible, int batch, int heads,
                                     int q_blocks, int k_blocks);
 
-// The backward pass's arguments (issue 15 builds its kernels): the forward's inputs, output
-// and LSE as the forward had them, the output's gradient dO (O's layout) in, and dQ, dK, dV
-// out in Q's, K's and V's layouts (dK/dV summed over the query heads of a GQA group).
+// The backward pass's arguments: the forward's inputs, output and LSE as the forward had them,
+// the output's gradient dO (O's layout) in, and dQ, dK, dV out in Q's, K's and V's layouts
+// (dK/dV summed over the query heads of a GQA group). Every dQ, dK and dV element is written,
+// zero where no visible (query, key) pair reaches it. The result is deterministic: the same
+// call gives bitwise the same gradients on any stream.
 struct BackwardArgs {
   ForwardArgs forward;  // q, k, v, o and lse (required), shape, strides, masks, varlen
   const void* d_o = nullptr;
@@ -225,10 +227,11 @@ class Kernel {
   // kernel draws tiles from a counter of the stream: a captured launch keeps the counter of
   // the stream it was captured on (README, "forward may be called from several threads").
   virtual void forward(const ForwardArgs& args, void* stream = nullptr) = 0;
-  // The gradients of the forward (BackwardArgs). Throws Error(Usage) naming what is missing
-  // while no kernel path serves the backward for this spec and GPU.
+  // The gradients of the forward (BackwardArgs): three launches on `stream` (D = rowsum(dO *
+  // O), then dK/dV and dQ). Without a workspace the runtime takes one from the stream-ordered
+  // pool of the GPU for the call. Compiles on first use, as forward().
   virtual void backward(const BackwardArgs& args, void* stream = nullptr) = 0;
-  // Bytes of workspace a backward call with these arguments needs.
+  // Bytes of workspace a backward call with these arguments needs (256-byte aligned).
   virtual size_t backward_workspace_bytes(const BackwardArgs& args) const = 0;
   virtual const Spec& spec() const = 0;
   // Reports of every variant compiled so far (one per alignment/tile variant used).
@@ -279,6 +282,8 @@ class Runtime {
   std::shared_ptr<Kernel> kernel(const Spec& spec);
   // Compiles `spec` for `target` ("sm_80", "sm_86", "sm_89", "sm_90a"); needs no GPU.
   CompileReport compile(const Spec& spec, const std::string& target);
+  // The same for the backward's kernels, in launch order (16-byte aligned tensors).
+  std::vector<CompileReport> compile_backward(const Spec& spec, const std::string& target);
 
  private:
   struct Impl;

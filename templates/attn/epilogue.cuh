@@ -86,4 +86,36 @@ __device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const fl
   }
 }
 
+// scale * acc to the output type, for accumulators that need no row statistics (the
+// backward's dQ, dK, dV): `rows` points at row 0 of this 16-row tile (offset to its first
+// column), `row` is the tile's first row within the sequence, `rows_valid` and `cols_valid`
+// bound what is written.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void store_scaled_rows(const float (&acc)[kTiles][4], float scale,
+                                                  typename Cfg::Element::Storage* rows,
+                                                  long long seq_stride, int row, int rows_valid,
+                                                  int cols_valid, int lane) {
+  using Element = typename Cfg::Element;
+  using Storage = typename Element::Storage;
+  static_assert(Element::kBytes == 2, "the stores take pack()'s register as two elements");
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = lane / 4 + half * 8;
+    if (row + r >= rows_valid) continue;
+    Storage* out = rows + r * seq_stride;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int col = j * 8 + (lane % 4) * 2;
+      if (col >= cols_valid) continue;
+      const u32 pair = Element::pack(acc[j][half * 2] * scale, acc[j][half * 2 + 1] * scale);
+      if (Cfg::kAlign >= 4 && col + 1 < cols_valid) {
+        *reinterpret_cast<u32*>(out + col) = pair;
+      } else {
+        out[col] = static_cast<Storage>(pair & 0xffffu);
+        if (col + 1 < cols_valid) out[col + 1] = static_cast<Storage>(pair >> 16);
+      }
+    }
+  }
+}
+
 }  // namespace fj

@@ -56,6 +56,40 @@ __device__ __forceinline__ KeyBlockRuns pattern_runs(int qb, int blocks) {
   return runs;
 }
 
+// Does query block qb see key block kb under pattern P? The membership test of pattern_runs,
+// for the backward, which walks the query blocks of one key block.
+template <class Cfg>
+__device__ __forceinline__ bool pattern_sees(int qb, int kb) {
+  if constexpr (Cfg::kPattern == Pattern::kLocal) {
+    return abs(qb - kb) <= Cfg::kPatternWindow;
+  } else if constexpr (Cfg::kPattern == Pattern::kStrided) {
+    return (qb - kb) % Cfg::kPatternStride == 0;
+  } else if constexpr (Cfg::kPattern == Pattern::kGlobalLocal) {
+    return qb < Cfg::kPatternGlobal || kb < Cfg::kPatternGlobal ||
+           abs(qb - kb) <= Cfg::kPatternWindow;
+  } else {
+    return true;
+  }
+}
+
+// Does query block qb of (batch, head) see key block kb under the spec's block mask (true
+// without one)? A run-time layout's list is searched by the 32 lanes together: call it with
+// the whole warp; every lane gets the answer.
+template <class Cfg>
+__device__ __forceinline__ bool block_mask_sees(const BlockSparseLayout& layout, int batch,
+                                                int head, int qb, int kb, int lane) {
+  if constexpr (Cfg::kBlockSparse) {
+    const long long entry = batch * layout.batch_stride + head * layout.head_stride + qb;
+    const int count = min(max(layout.counts[entry], 0), layout.max_blocks);
+    const int* list = layout.indices + entry * layout.max_blocks;
+    bool found = false;
+    for (int nth = lane; nth < count; nth += 32) found |= __ldg(list + nth) == kb;
+    return __any_sync(0xffffffffu, found);
+  } else {
+    return pattern_sees<Cfg>(qb, kb);
+  }
+}
+
 template <class Cfg>
 struct KeyTiling {
   static constexpr bool kBlockMask = Cfg::kBlockSparse || Cfg::kPattern != Pattern::kNone;

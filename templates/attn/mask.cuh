@@ -27,6 +27,19 @@ __device__ __forceinline__ KeyRange visible_keys(int row0, int rows, int seqlen_
   return {begin, end};
 }
 
+// The query rows [begin, end) that see any of `keys` keys from key0 (the transpose of
+// visible_keys, for the backward's walk over the queries of a key block): key j is seen by
+// rows from j - diag (causal) or j - diag - kWindowRight (window), up to j - diag +
+// kWindowLeft (window).
+template <class Cfg>
+__device__ __forceinline__ KeyRange visible_queries(int key0, int keys, int seqlen_q, int diag) {
+  int begin = 0;
+  if (Cfg::kCausal) begin = max(begin, key0 - diag);
+  if (Cfg::kWindow) begin = max(begin, key0 - diag - Cfg::kWindowRight);
+  const int end = Cfg::kWindow ? min(seqlen_q, key0 + keys - diag + Cfg::kWindowLeft) : seqlen_q;
+  return {begin, end};
+}
+
 // -inf for the scores of keys a row must not see: past the sequence end, right of the
 // (bottom-right aligned) diagonal under causal masking, outside the sliding-window band.
 // `row` is the query row of half 0, `key0` the key of column 0, `diag` = seqlen_k - seqlen_q.
@@ -44,6 +57,27 @@ __device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int 
         if (key >= seqlen_k || (Cfg::kCausal && key > r + diag) ||
             (Cfg::kWindow && (key > r + diag + Cfg::kWindowRight ||
                               key < r + diag - Cfg::kWindowLeft)))
+          s[j][half * 2 + e] = neg_inf();
+      }
+  }
+}
+
+// mask_scores for the transposed tile S^T (rows are keys, columns query rows), as the
+// backward's dK/dV kernel holds it: `key` is the key of half 0, `row0` the query of column 0.
+// Keys past the sequence end are not masked: their rows of dK and dV are never stored.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void mask_scores_transposed(float (&s)[kTiles][4], int key, int row0,
+                                                       int diag, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int kj = key + half * 8;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = row0 + j * 8 + (lane % 4) * 2 + e;
+        if ((Cfg::kCausal && kj > r + diag) ||
+            (Cfg::kWindow && (kj > r + diag + Cfg::kWindowRight || kj < r + diag - Cfg::kWindowLeft)))
           s[j][half * 2 + e] = neg_inf();
       }
   }

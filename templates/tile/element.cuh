@@ -1,6 +1,6 @@
 // The element types a kernel reads and writes, one struct each: how an element is stored, its
-// size, the K of one tensor-core step, and the conversion of two fp32 values into one 32-bit
-// register of elements. The generator picks one as KernelConfig::Element
+// size, the K of one tensor-core step, the conversion of two fp32 values into one 32-bit
+// register of elements, and of one element to fp32. The generator picks one as KernelConfig::Element
 // (generator/emit.cpp); the host's table of the same types must agree on kBytes and kMmaK.
 #pragma once
 
@@ -19,6 +19,11 @@ struct Fp16 {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
   }
+  static __device__ __forceinline__ float to_float(Storage bits) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+    return f;
+  }
 };
 
 struct Bf16 {
@@ -28,6 +33,10 @@ struct Bf16 {
     u32 r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+  }
+  // bf16 is the top half of an fp32: the conversion is exact.
+  static __device__ __forceinline__ float to_float(Storage bits) {
+    return __uint_as_float(static_cast<u32>(bits) << 16);
   }
 };
 

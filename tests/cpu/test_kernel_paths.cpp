@@ -55,40 +55,47 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
     CHECK(complete);
     CHECK_NOTHROW(template_text(path->template_file));
   }
-  CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90"});
+  CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_sm80",
+                                       "bwd_dq_sm80"});
 }
 
 TEST_CASE("registry: the first path that serves a call is chosen, in the order of preference") {
   const Spec s = spec_of(128, 128);
-  CHECK(choose_path(Operation::Forward, s, "sm_90a").id == KernelPath::FwdSm90);
-  CHECK(choose_path(Operation::Forward, s, "sm_90a", {.align_bytes = 8, .tma_loadable = false})
+  CHECK(choose_path(Step::Forward, s, "sm_90a").id == KernelPath::FwdSm90);
+  CHECK(choose_path(Step::Forward, s, "sm_90a", {.align_bytes = 8, .tma_loadable = false})
             .id == KernelPath::FwdSm80);
-  CHECK(choose_path(Operation::Forward, s, "sm_80").id == KernelPath::FwdSm80);
-  CHECK_THROWS_AS(choose_path(Operation::Forward, s, "sm_70"), Error);
+  CHECK(choose_path(Step::Forward, s, "sm_80").id == KernelPath::FwdSm80);
+  CHECK_THROWS_AS(choose_path(Step::Forward, s, "sm_70"), Error);
+  CHECK(choose_path(Step::BwdDkDv, s, "sm_90a").id == KernelPath::BwdDkDvSm80);
+  CHECK(choose_path(Step::BwdDq, s, "sm_86").id == KernelPath::BwdDqSm80);
 }
 
-TEST_CASE("registry: an operation no path serves yet is a clear usage error") {
-  for (Operation op : {Operation::Backward, Operation::Decode}) {
-    try {
-      choose_path(op, spec_of(64, 64), "sm_90a");
-      FAIL("no error");
-    } catch (const Error& error) {
-      CHECK(error.kind() == ErrorKind::Usage);
-      CHECK(std::string(error.what()).find(to_string(op)) != std::string::npos);
-    }
+TEST_CASE("registry: a step no path serves is a clear usage error") {
+  try {
+    choose_path(Step::BwdDq, spec_of(64, 64), "sm_70");
+    FAIL("no error");
+  } catch (const Error& error) {
+    CHECK(error.kind() == ErrorKind::Usage);
   }
-  CHECK_THROWS_AS(rt::plan_backward(spec_of(64, 64), "sm_80", {}), Error);
 }
 
-TEST_CASE("registry: the forward is one launch with no scratch") {
+TEST_CASE("registry: the forward is one launch, the backward three") {
   const rt::OperationPlan op = rt::plan_forward(spec_of(100, 100), "sm_90a", {}, nullptr);
   REQUIRE(op.launches.size() == 1);
   CHECK(op.launches[0].path->id == KernelPath::FwdSm90);
-  CHECK(op.scratch.empty());
-  CHECK(op.workspace_bytes() == 0);
-  rt::OperationPlan scratch;
-  scratch.scratch = {{"a", 1}, {"b", 300}};
-  CHECK(scratch.workspace_bytes() == 256 + 512);
+  const rt::OperationPlan bwd = rt::plan_backward(spec_of(100, 72), "sm_90a", {});
+  REQUIRE(bwd.launches.size() == 3);
+  CHECK(bwd.launches[0].path->id == KernelPath::BwdPre);
+  CHECK(bwd.launches[1].path->id == KernelPath::BwdDkDvSm80);
+  CHECK(bwd.launches[2].path->id == KernelPath::BwdDqSm80);
+  CHECK(bwd.launches[1].kernel_name.starts_with("fa_bwd_dkdv_qk100_v72_"));
+  const std::vector<rt::ScratchBuffer> scratch = {{"a", 1}, {"b", 300}};
+  CHECK(rt::workspace_bytes(scratch) == 256 + 512);
+  char base[1024];
+  const std::vector<void*> at = rt::scratch_pointers(scratch, base);
+  REQUIRE(at.size() == 2);
+  CHECK(at[0] == base);
+  CHECK(at[1] == base + 256);
 }
 
 TEST_CASE("registry: every path's default tiles pass its own rules for head dims 1..512") {

@@ -33,7 +33,7 @@ Spec tuned_spec() {
 // `target`; the test REQUIREs that they differ, so a later heuristic change cannot make it
 // pass vacuously.
 Tiles tuned_tiles(const std::string& target) {
-  const bool sm90 = gen::choose_path(gen::Operation::Forward, tuned_spec(), target).id ==
+  const bool sm90 = gen::choose_path(gen::Step::Forward, tuned_spec(), target).id ==
                     gen::KernelPath::FwdSm90;
   return sm90 ? Tiles{128, 96, 12, 3} : Tiles{64, 64, 4, 2};
 }

@@ -1,0 +1,105 @@
+#include "generator/bwd_dq_sm80_path.h"
+
+#include <fmt/format.h>
+
+#include "generator/plan.h"
+
+namespace flashjit::gen {
+namespace {
+
+bool serves(const Spec&, const std::string& target, const CallTraits&) {
+  return is_known_target(target);
+}
+
+// Preferred first: more rows a CTA read each K/V tile for more of them; narrower key tiles
+// for wide heads and the 99 KB of sm_86/sm_89.
+constexpr Tiles kPreferred[] = {
+    {128, 64, 8, 2}, {64, 64, 4, 2}, {128, 32, 8, 2}, {64, 32, 4, 2}, {128, 16, 8, 2},
+    {64, 16, 4, 2},  {32, 32, 2, 2}, {32, 16, 2, 2},  {16, 16, 1, 2},
+};
+
+Tiles default_tiles(const Spec& spec, const std::string& target) {
+  const PaddedDims dims = padded_dims(spec);
+  for (const Tiles& t : kPreferred)
+    if (bwd_dq_tiles_problem(dims, t, target).empty() && mask_tiles_problem(spec, t).empty())
+      return t;
+  throw Error(ErrorKind::Usage,
+              fmt::format("no dQ tile configuration fits head dims {}/{} on {}", spec.head_dim_qk,
+                          spec.head_dim_v, target));
+}
+
+std::vector<Tiles> tuning_grid(const Spec&) {
+  return {std::begin(kPreferred), std::end(kPreferred)};
+}
+
+std::string tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
+
+std::string extra_source(const Plan&) { return ""; }
+
+std::string entry(const Plan& plan) {
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
+      "  fj::bwd_dq_sm80<KernelConfig>(params);\n"
+      "}}\n",
+      plan.threads, plan.kernel_name);
+}
+
+}  // namespace
+
+ColumnSplit bwd_dq_column_split(const PaddedDims& dims) {
+  const int splits = ceil_div(dims.d_qk_pad, kBwdDqMaxColumns);
+  return {.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 16),
+          .dv_slice = dims.d_v_pad,
+          .splits = splits};
+}
+
+int bwd_dq_accumulator_registers(const ColumnSplit& split, const Tiles& tiles) {
+  return tiles.block_n + split.dk_slice / 2;
+}
+
+int bwd_dq_shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  const int row = conflict_free_stride(dims.d_qk_pad, dims.element_bytes) +
+                  conflict_free_stride(dims.d_v_pad, dims.element_bytes);
+  return dims.element_bytes * row * (t.block_m + t.stages * t.block_n);
+}
+
+std::string bwd_dq_tiles_problem(const PaddedDims& dims, const Tiles& t,
+                                 const std::string& target) {
+  if (t.warps < 1 || t.block_m != 16 * t.warps)
+    return fmt::format("block_m {} must be 16 * warps ({}): a warp owns 16 rows", t.block_m,
+                       16 * t.warps);
+  if (t.block_n < 16 || t.block_n % 16 != 0)
+    return fmt::format("block_n {} must be a positive multiple of 16", t.block_n);
+  if (t.stages < 2) return fmt::format("stages {}: the dQ pipeline needs at least 2", t.stages);
+  const int registers = bwd_dq_accumulator_registers(bwd_dq_column_split(dims), t);
+  if (registers > kBwdDqMaxAccumulatorRegisters)
+    return fmt::format("{} accumulator registers a thread (more than {} spills)", registers,
+                       kBwdDqMaxAccumulatorRegisters);
+  return shared_memory_problem(bwd_dq_shared_bytes(dims, t), target);
+}
+
+const KernelPathInfo kBwdDqSm80Path = {
+    .id = KernelPath::BwdDqSm80,
+    .name = "bwd_dq_sm80",
+    .label = "sm80",
+    .kernel_prefix = "fa_bwd_dq",
+    .step = Step::BwdDq,
+    .template_file = "kernels/bwd_dq_sm80.cuh",
+    .layout = "fj::Sm80BwdDqLayout",
+    .persistent_grid = false,
+    .tma_loads = false,
+    .grid_over = GridOver::QueryRows,
+    .serves = serves,
+    .default_tiles = default_tiles,
+    .tiles_problem = bwd_dq_tiles_problem,
+    .tiles_in_mask_blocks = true,
+    .column_split = bwd_dq_column_split,
+    .shared_bytes = bwd_dq_shared_bytes,
+    .tuning_grid = tuning_grid,
+    .tuning_problem = tuning_problem,
+    .tiles_label = gen::tiles_label,
+    .extra_source = extra_source,
+    .entry = entry,
+};
+
+}  // namespace flashjit::gen

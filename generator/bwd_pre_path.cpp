@@ -1,0 +1,72 @@
+#include "generator/bwd_pre_path.h"
+
+#include <fmt/format.h>
+
+#include "generator/plan.h"
+
+namespace flashjit::gen {
+namespace {
+
+bool serves(const Spec&, const std::string& target, const CallTraits&) {
+  return is_known_target(target);
+}
+
+ColumnSplit column_split(const PaddedDims& dims) {
+  return {.dk_slice = dims.d_qk_pad, .dv_slice = dims.d_v_pad, .splits = 1};
+}
+
+// A warp a row at a time; four warps of 16 rows each keep enough loads in flight for a pass
+// that reads O and dO once.
+Tiles default_tiles(const Spec&, const std::string&) { return {.block_m = 64, .warps = 4}; }
+
+std::string tiles_problem(const PaddedDims&, const Tiles& t, const std::string&) {
+  if (t.warps < 1 || t.block_m < 1 || t.block_m % t.warps != 0)
+    return fmt::format("block_m {} must be a positive multiple of warps {}", t.block_m, t.warps);
+  return "";
+}
+
+int shared_bytes(const PaddedDims&, const Tiles&) { return 0; }
+
+std::vector<Tiles> tuning_grid(const Spec&) { return {}; }
+
+std::string tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
+
+std::string rows_label(const Tiles& t) { return fmt::format("m{}w{}", t.block_m, t.warps); }
+
+std::string extra_source(const Plan&) { return ""; }
+
+std::string entry(const Plan& plan) {
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
+      "  fj::bwd_pre<KernelConfig>(params);\n"
+      "}}\n",
+      plan.threads, plan.kernel_name);
+}
+
+}  // namespace
+
+const KernelPathInfo kBwdPrePath = {
+    .id = KernelPath::BwdPre,
+    .name = "bwd_pre",
+    .label = "pre",
+    .kernel_prefix = "fa_bwd_pre",
+    .step = Step::BwdPre,
+    .template_file = "kernels/bwd_pre.cuh",
+    .layout = "fj::BwdPreLayout",
+    .persistent_grid = false,
+    .tma_loads = false,
+    .grid_over = GridOver::QueryRows,
+    .serves = serves,
+    .default_tiles = default_tiles,
+    .tiles_problem = tiles_problem,
+    .tiles_in_mask_blocks = false,
+    .column_split = column_split,
+    .shared_bytes = shared_bytes,
+    .tuning_grid = tuning_grid,
+    .tuning_problem = tuning_problem,
+    .tiles_label = rows_label,
+    .extra_source = extra_source,
+    .entry = entry,
+};
+
+}  // namespace flashjit::gen

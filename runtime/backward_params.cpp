@@ -1,0 +1,97 @@
+#include "runtime/backward_params.h"
+
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "generator/element_types.h"
+#include "runtime/forward_params.h"
+
+namespace flashjit::rt {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error(ErrorKind::Shape, "backward: " + message);
+}
+
+void check_strides(const char* tensor, const TensorStrides& stride, int batch, int seqlen,
+                   int heads) {
+  const auto check = [&](const char* dim, int64_t value, int extent) {
+    require(extent <= 1 || value >= 1,
+            fmt::format("{}_stride.{} = {} must be >= 1 ({} has {} = {})", tensor, dim, value,
+                        tensor, dim, extent));
+  };
+  check("batch", stride.batch, batch);
+  check("seq", stride.seq, seqlen);
+  check("head", stride.head, heads);
+}
+
+}  // namespace
+
+void check_backward_args(const Spec& spec, const BackwardArgs& args) {
+  check_forward_args(spec, args.forward);
+  const ForwardArgs& f = args.forward;
+  require(f.lse != nullptr, fmt::format("lse must be the forward's LSE, not null (kernel {})",
+                                        spec.name));
+  require(args.d_o && args.d_q && args.d_k && args.d_v,
+          fmt::format("the d_o, d_q, d_k and d_v pointers must be non-null (d_o={}, d_q={}, "
+                      "d_k={}, d_v={}) for kernel {}",
+                      args.d_o, args.d_q, args.d_k, args.d_v, spec.name));
+  const uintptr_t e = gen::element_type(spec.dtype).bytes;
+  const auto aligned = [](const void* p, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+  };
+  require(aligned(args.d_o, e) && aligned(args.d_q, e) && aligned(args.d_k, e) &&
+              aligned(args.d_v, e),
+          fmt::format("d_o, d_q, d_k and d_v must be {}-byte aligned (d_o={}, d_q={}, d_k={}, "
+                      "d_v={})",
+                      e, args.d_o, args.d_q, args.d_k, args.d_v));
+  const int strided_batch = f.cu_seqlens_q != nullptr ? 1 : f.batch;
+  check_strides("d_o", args.d_o_stride, strided_batch, f.seqlen_q, f.heads_q);
+  check_strides("d_q", args.d_q_stride, strided_batch, f.seqlen_q, f.heads_q);
+  check_strides("d_k", args.d_k_stride, strided_batch, f.seqlen_k, f.heads_kv);
+  check_strides("d_v", args.d_v_stride, strided_batch, f.seqlen_k, f.heads_kv);
+  if (args.workspace != nullptr) {
+    const size_t need = workspace_bytes(backward_scratch(f));
+    require(args.workspace_bytes >= need,
+            fmt::format("workspace_bytes = {} is less than the {} bytes this call needs "
+                        "(Kernel::backward_workspace_bytes)",
+                        args.workspace_bytes, need));
+    require(aligned(args.workspace, 256),
+            fmt::format("workspace={} must be 256-byte aligned", args.workspace));
+  }
+}
+
+std::vector<ScratchBuffer> backward_scratch(const ForwardArgs& args) {
+  // With cu_seqlens the rows are the packed total, which the host may not know: the batch
+  // of longest sequences bounds it.
+  const size_t rows = args.cu_seqlens_q != nullptr && args.total_q > 0
+                          ? static_cast<size_t>(args.total_q)
+                          : static_cast<size_t>(args.batch) * static_cast<size_t>(args.seqlen_q);
+  return {{"d_rows", sizeof(float) * rows * static_cast<size_t>(args.heads_q)}};
+}
+
+BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* workspace) {
+  BwdParams params{};
+  fill_attn_params(params, spec, args.forward);
+  params.d_o = args.d_o;
+  params.d_q = args.d_q;
+  params.d_k = args.d_k;
+  params.d_v = args.d_v;
+  params.do_batch_stride = args.d_o_stride.batch;
+  params.do_seq_stride = args.d_o_stride.seq;
+  params.do_head_stride = args.d_o_stride.head;
+  params.dq_batch_stride = args.d_q_stride.batch;
+  params.dq_seq_stride = args.d_q_stride.seq;
+  params.dq_head_stride = args.d_q_stride.head;
+  params.dk_batch_stride = args.d_k_stride.batch;
+  params.dk_seq_stride = args.d_k_stride.seq;
+  params.dk_head_stride = args.d_k_stride.head;
+  params.dv_batch_stride = args.d_v_stride.batch;
+  params.dv_seq_stride = args.d_v_stride.seq;
+  params.dv_head_stride = args.d_v_stride.head;
+  params.d_rows = static_cast<float*>(workspace);
+  return params;
+}
+
+}  // namespace flashjit::rt
