@@ -178,8 +178,7 @@ def _run_flashjit(torch, timing, fj, kernel, row: dict, q, k, v, d_o, scale: flo
     except fj.FlashjitError as e:
         fjrow["error"] = f"forward: {e}"
         return None
-    call.forward()  # O and LSE of these inputs (the timing loop rewrote them identically)
-    try:
+    try:  # the timed forwards left O and LSE of these inputs: the backward's inputs
         backward = call.backward()
         start = time.perf_counter()
         backward()  # may compile a variant the small first call did not need
