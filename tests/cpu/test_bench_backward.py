@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """CPU tests of the benchmark's backward rows (bench/backward.py, shapes.py, results.py,
-grad_check.py, flashjit_lib.py): the rows, FLOPs and targets, the verdicts and the table of
-rows made up here, and the ctypes binding of flashjit_backward against the built library
+grad_check.py, flashjit_lib.py, compare.py --list): the rows, FLOPs and targets, the
+verdicts and the table of rows made up here, and the ctypes binding of flashjit_backward against the built library
 (no GPU: a null kernel is refused). Needs no torch.
 
     test_bench_backward.py LIBFLASHJIT_C [unittest arguments]"""
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import sys
 import unittest
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import backward  # noqa: E402
+import compare  # noqa: E402
 import flashjit_lib  # noqa: E402
 import grad_check  # noqa: E402
 import results  # noqa: E402
@@ -67,6 +70,20 @@ class BackwardGrid(unittest.TestCase):
         self.assertEqual(described(64, 64, seqlen=4096), [])
         self.assertEqual(described(64, 64, 23400, True, 1, 12), [">= 1.27x cuDNN"])
         self.assertEqual(described(40, 40, 23400, True, 2, 12), [])
+
+
+class ListFlag(unittest.TestCase):
+    def test_list_prints_the_backward_rows_without_torch(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(compare.main(["--backward", "--list"]), 0)
+        lines = out.getvalue().splitlines()
+        self.assertEqual(lines[-1], "25 shapes")
+        self.assertEqual(lines[0], "bf16 d64 s16384 full 1x32: 5.498 TFLOP; target >= 1.17x cuDNN")
+
+    def test_masks_and_backward_are_separate_runs(self):
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+            compare.parse_args(["--masks", "--backward"])
 
 
 def made_up_row(shape, flashjit: dict, cudnn_tflops=300.0, flash="refused"):
