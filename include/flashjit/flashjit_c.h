@@ -97,14 +97,15 @@ FLASHJIT_C_API int flashjit_forward_masked(flashjit_kernel* kernel, const void* 
                                            float softmax_scale, const flashjit_mask_args* mask,
                                            void* stream);
 
-/* The backward pass (flashjit::Kernel::backward): q, k, v, o and lse as the forward had and
- * wrote them (same shape, strides, softmax_scale and `mask`, which may be null), the output's
- * gradient d_o in, and d_q, d_k, d_v written in the layouts of q, k, v (d_k / d_v summed over
- * the query heads of a GQA group). Strides as the forward's, {batch, seq, head} in elements.
- * `workspace` is device scratch of at least flashjit_backward_workspace_bytes bytes, or null
- * (then the runtime allocates it). The first call for a new alignment compiles (or loads)
- * the backward's kernels before launching. Fails with FLASHJIT_ERROR_USAGE, saying what is
- * missing, while no kernel path serves the backward for this spec and GPU. */
+/* Launches the backward pass (flashjit::Kernel::backward) on `stream`, as flashjit_forward
+ * does the forward: q, k, v, o and lse as the forward had and wrote them (same shape, strides,
+ * softmax_scale and `mask`, which may be null), the output's gradient d_o in, and d_q, d_k,
+ * d_v written in the layouts of q, k, v (d_k / d_v summed over the query heads of a GQA
+ * group). Strides as the forward's, {batch, seq, head} in elements. `workspace` is device
+ * scratch of at least flashjit_backward_workspace_bytes bytes, or null (then the runtime
+ * allocates it). The first call for a new alignment compiles (or loads) the backward's
+ * kernels before launching. Fails with FLASHJIT_ERROR_USAGE, saying what is missing, while
+ * no kernel path serves the backward for this spec and GPU. */
 FLASHJIT_C_API int flashjit_backward(flashjit_kernel* kernel, const void* q, const void* k,
                                      const void* v, const void* o, const float* lse,
                                      const void* d_o, void* d_q, void* d_k, void* d_v, int batch,
