@@ -63,7 +63,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="run the backward rows (issue 15, bench/backward.py) instead of the "
                         "grid: bf16, 16k tokens and the 23,400-token series, flashjit's "
                         "backward beside SDPA's cuDNN, FA2 and efficient backwards; --dims, "
-                        "--seqlens and --quick pick from the 16k rows")
+                        "--seqlens and --quick replace its head dims and seqlen (and drop "
+                        "the long series)")
     p.add_argument("--list", action="store_true",
                    help="print the shapes the run would measure (FLOPs, targets) and exit: "
                         "needs no GPU, torch or library")

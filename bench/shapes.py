@@ -174,7 +174,8 @@ LONG_SERIES = [(64, 1), (64, 4), (40, 2)]
 def backward_grid(dims: list[tuple[int, int]] | None, seqlens: list[int] | None,
                   quick: bool) -> list[Shape]:
     """bf16, causal and not, over the issue's head dims at 16k tokens, then the long series.
-    --dims / --seqlens / --quick pick from the 16k rows and leave the long series out."""
+    --dims / --seqlens / --quick replace the head dims and the seqlen, and drop the long
+    series."""
     chosen = dims is not None or seqlens is not None or quick
     if dims is None:
         dims = QUICK_DIMS if quick else BACKWARD_DIMS
