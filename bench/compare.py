@@ -4,7 +4,8 @@ FlashAttention-2 "flash", memory-efficient, and PyTorch's default choice) on the
 issue 3, in one run on one GPU: per shape the time and TFLOP/s of each, flashjit's ratios,
 flashjit's max error against an fp32 reference computed in the same run, and flashjit's
 compile times (cold NVRTC, warm disk cache). Writes bench/results/<date>-<gpu>-<commit>.md
-and .json, and latest.md / latest.json. See bench/README.md.
+and .json, and latest.md / latest.json. --masks and --backward run the mask benchmark
+(masks.py) and the backward rows (backward.py) instead. See bench/README.md.
 
 Needs torch, triton (optional: timing falls back to CUDA events), the standard library and
 libflashjit_c.so; nothing else is installable on the GPU machine."""
@@ -58,7 +59,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="run the mask benchmark (issue 6: sliding window and block-sparse "
                         "against FlexAttention, bench/masks.py) instead of the grid; --dims "
                         "picks its head dims (default 64,128)")
+    p.add_argument("--backward", action="store_true",
+                   help="run the backward rows (issue 15, bench/backward.py) instead of the "
+                        "grid: bf16, 16k tokens and the 23,400-token series, flashjit's "
+                        "backward beside SDPA's cuDNN, FA2 and efficient backwards; --dims, "
+                        "--seqlens and --quick replace its head dims and seqlen (and drop "
+                        "the long series)")
+    p.add_argument("--list", action="store_true",
+                   help="print the shapes the run would measure (FLOPs, targets) and exit: "
+                        "needs no GPU, torch or library")
     args = p.parse_args(argv)
+    if args.masks and args.backward:
+        p.error("--masks and --backward are separate runs: pick one")
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     for d in args.dtypes:
         if d not in ("bf16", "fp16"):
@@ -286,8 +298,34 @@ def progress(i: int, n: int, row: dict, elapsed: float) -> str:
 
 # ---------------------------------------------------------------- main
 
+def selected_shapes(args: argparse.Namespace) -> list:
+    if args.masks:
+        return grid_lib.mask_grid([d for d, _ in args.dims] if args.dims else None)
+    if args.backward:
+        return grid_lib.backward_grid(args.dims, args.seqlens, args.quick)
+    return grid_lib.grid(args.dims, args.seqlens, args.dtypes, args.quick)
+
+
+def list_shapes(args: argparse.Namespace) -> int:
+    """--list: one line per shape, with the FLOPs its TFLOP/s are counted from."""
+    shapes = selected_shapes(args)
+    for shape in shapes:
+        if args.masks:
+            print(shape.label())
+            continue
+        flops = (grid_lib.backward_flops if args.backward else grid_lib.forward_flops)(shape)
+        targets = (grid_lib.backward_targets_for(shape) if args.backward
+                   else [t for t in [grid_lib.target_for(shape)] if t is not None])
+        print(f"{shape.label()}: {flops / 1e12:.3f} TFLOP"
+              f"{'; target ' + ', '.join(t.describe() for t in targets) if targets else ''}")
+    print(f"{len(shapes)} shapes")
+    return 0 if shapes else 2
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.list:
+        return list_shapes(args)
     try:
         import torch
     except ImportError as e:
@@ -312,7 +350,10 @@ def main(argv: list[str]) -> int:
     if args.masks:
         import masks
         return masks.run(torch, fj, lib, args)
-    shapes = grid_lib.grid(args.dims, args.seqlens, args.dtypes, args.quick)
+    if args.backward:
+        import backward
+        return backward.run(torch, fj, lib, args)
+    shapes = selected_shapes(args)
     if not shapes:
         log("no shapes selected (check --dims/--seqlens/--dtypes)")
         return 2

@@ -1,6 +1,6 @@
 """ctypes binding of libflashjit_c.so (include/flashjit/flashjit_c.h) for PyTorch tensors.
 Only what the benchmark needs: runtimes, kernels from YAML, forward (with a block-sparse
-layout when the kernel has one), compile reports."""
+layout when the kernel has one), backward, compile reports."""
 from __future__ import annotations
 
 import ctypes
@@ -54,6 +54,13 @@ class Library:
         lib.flashjit_forward_masked.argtypes = [p, p, p, p, p, p, i, i, i, i, i,
                                                 _Strides, _Strides, _Strides, _Strides,
                                                 ctypes.c_float, ctypes.POINTER(_MaskArgs), p]
+        grads = [p, p, p, p, p, p, p, p, p, i, i, i, i, i] + [_Strides] * 8 + \
+            [ctypes.c_float, ctypes.POINTER(_MaskArgs)]
+        lib.flashjit_backward.restype = i
+        lib.flashjit_backward.argtypes = [p] + grads + [p, ctypes.c_size_t, p]
+        lib.flashjit_backward_workspace_bytes.restype = i
+        lib.flashjit_backward_workspace_bytes.argtypes = [p] + grads + [
+            ctypes.POINTER(ctypes.c_size_t)]
         lib.flashjit_kernel_report_json.restype = ctypes.c_char_p
         lib.flashjit_kernel_report_json.argtypes = [p]
         self.c = lib
@@ -110,6 +117,50 @@ class Kernel:
 
         def launch() -> None:
             check(forward(*args))
+
+        return launch
+
+    def _backward_args(self, q, k, v, o, lse, d_o, d_q, d_k, d_v, softmax_scale) -> tuple:
+        """The arguments flashjit_backward and flashjit_backward_workspace_bytes share (after
+        the kernel): tensors in torch layout [batch, seqlen, heads, dim], lse [batch, heads,
+        seqlen] fp32, no mask."""
+        batch, seqlen_q, heads_q, _ = q.shape
+        _, seqlen_k, heads_kv, _ = k.shape
+        tensors = (("q", q), ("k", k), ("v", v), ("o", o), ("d_o", d_o), ("d_q", d_q),
+                   ("d_k", d_k), ("d_v", d_v))
+        for name, t in tensors:
+            if t.stride(-1) != 1:
+                raise ValueError(f"{name}: the head_dim stride must be 1, got {t.stride()}")
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                d_o.data_ptr(), d_q.data_ptr(), d_k.data_ptr(), d_v.data_ptr(),
+                batch, heads_q, heads_kv, seqlen_q, seqlen_k,
+                *(_Strides(*t.stride()[:3]) for _, t in tensors),
+                softmax_scale, None)
+
+    def backward_workspace_bytes(self, q, k, v, o, lse, d_o, d_q, d_k, d_v,
+                                 softmax_scale: float) -> int:
+        """Bytes of workspace a backward on these tensors needs (backward_launcher's)."""
+        out = ctypes.c_size_t()
+        self._lib.check(self._lib.c.flashjit_backward_workspace_bytes(
+            self._handle, *self._backward_args(q, k, v, o, lse, d_o, d_q, d_k, d_v,
+                                               softmax_scale), ctypes.byref(out)))
+        return out.value
+
+    def backward_launcher(self, q, k, v, o, lse, d_o, d_q, d_k, d_v, softmax_scale: float,
+                          stream: int, workspace=None) -> Callable[[], None]:
+        """A call that launches the backward: q, k, v, o and lse as the forward had and
+        wrote them, d_o in, d_q, d_k, d_v written (the layouts of o, q, k, v). `workspace`:
+        a CUDA tensor of at least backward_workspace_bytes bytes, or None (the runtime
+        allocates). Arguments built once, as launcher's."""
+        args = (self._handle,
+                *self._backward_args(q, k, v, o, lse, d_o, d_q, d_k, d_v, softmax_scale),
+                workspace.data_ptr() if workspace is not None else None,
+                workspace.numel() * workspace.element_size() if workspace is not None else 0,
+                stream)
+        backward, check = self._lib.c.flashjit_backward, self._lib.check
+
+        def launch() -> None:
+            check(backward(*args))
 
         return launch
 

@@ -1,6 +1,7 @@
-"""The correctness check of the benchmark: an fp32 reference of attention on the upcast
+"""The correctness checks of the benchmark: an fp32 reference of attention on the upcast
 inputs, for a few (batch, head) pairs, computed over query chunks so that even a
-16k x 16k score matrix never has to exist at once."""
+16k x 16k score matrix never has to exist at once; and the gradients of plain attention by
+torch autograd, for the backward rows and bench/grad_check.py."""
 from __future__ import annotations
 
 import math
@@ -72,4 +73,53 @@ def check_heads(q, k, v, scale: float, causal: bool, outputs: dict) -> dict:
             err["o"] = max(err["o"], max_abs_diff(head_o, ref_o))
             if lse is not None:
                 err["lse"] = max(err["lse"], max_abs_diff(lse[b, h], ref_lse))
+    return errors
+
+
+def attention_grads(q, k, v, d_o, scale: float, causal: bool, dtype=torch.float32):
+    """(dQ, dK, dV) of plain attention (scores, softmax, weighted sum of V) by torch autograd,
+    computed in `dtype` on the inputs cast to it. Torch layout [batch, seqlen, heads, dim];
+    K/V heads serve heads_q / heads_kv query heads each (GQA), so dK/dV come out summed over
+    each group. Causal is bottom-right aligned; every query row must see a key (no causal
+    with seqlen_q > seqlen_k), since a row of only -inf scores has no softmax. The whole
+    [batch, heads, seqlen_q, seqlen_k] score matrix is held: a 16k x 16k head takes about
+    5 GiB in fp32, so give big shapes one head at a time."""
+    q, k, v = (t.detach().to(dtype).requires_grad_() for t in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    keys, values = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, keys) * scale
+    if causal:
+        seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+        rows = torch.arange(seqlen_q, device=q.device)[:, None]
+        hidden = torch.arange(seqlen_k, device=q.device)[None, :] > rows + (seqlen_k - seqlen_q)
+        scores = scores.masked_fill(hidden, -math.inf)
+    out = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), values)
+    return torch.autograd.grad(out, (q, k, v), d_o.to(dtype))
+
+
+GRAD_NAMES = ("dq", "dk", "dv")
+
+
+def check_grads_heads(q, k, v, d_o, scale: float, causal: bool, grads: dict) -> dict:
+    """Max abs error of each gradient set against the fp32 autograd reference on the sampled
+    (batch, head) pairs, one head at a time (heads_q == heads_kv: with GQA a K/V head's
+    gradient sums several query heads, so one head alone has no reference). `grads` maps a
+    name to (dq, dk, dv) in q's, k's, v's torch layout [batch, seqlen, heads, dim]. Returns
+    {name: {"dq", "dk", "dv"}} and, under "reference", each gradient's max |value| (the
+    scale the errors are judged by)."""
+    if q.shape[2] != k.shape[2]:
+        raise ValueError("check_grads_heads compares per head: heads_q must equal heads_kv")
+    errors = {name: dict.fromkeys(GRAD_NAMES, 0.0) for name in grads}
+    errors["reference"] = dict.fromkeys(GRAD_NAMES, 0.0)
+    for b, h in sampled_heads(q.shape[0], q.shape[2]):
+        def head(t):
+            return t[b:b + 1, :, h:h + 1]
+
+        ref = attention_grads(head(q), head(k), head(v), head(d_o), scale, causal)
+        for name, got in grads.items():
+            for n, g, r in zip(GRAD_NAMES, got, ref):
+                errors[name][n] = max(errors[name][n], max_abs_diff(head(g), r))
+        for n, r in zip(GRAD_NAMES, ref):
+            errors["reference"][n] = max(errors["reference"][n], float(r.abs().max()))
+        del ref
     return errors

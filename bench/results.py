@@ -1,5 +1,5 @@
 """What a benchmark run writes: the environment it ran in, the markdown tables (one per
-dtype) and the JSON record, under bench/results/<date>-<gpu>-<commit>.{md,json} plus
+dtype; the backward rows' of `--backward`) and the JSON record, under bench/results/<date>-<gpu>-<commit>.{md,json} plus
 latest.md / latest.json."""
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-
-import torch
 
 BACKENDS = ("cudnn", "flash", "efficient", "auto")
 
@@ -37,6 +35,8 @@ def _cuda_driver_api_version() -> int | None:
 
 
 def environment(commit: str, flashjit_version: str, timing_method: str) -> dict:
+    import torch  # here, so that the tables can be rendered (and tested) without torch
+
     props = torch.cuda.get_device_properties(0)
     try:
         import triton
@@ -170,6 +170,110 @@ def markdown(env: dict, rows: list[dict], elapsed_s: float) -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------- the backward rows
+
+BACKWARD_BACKENDS = ("cudnn", "flash", "efficient")
+
+
+def _grad_errors(errors: dict | None) -> str:
+    if not errors:
+        return ""
+    return " / ".join(f"{errors[n]:.1e}" for n in ("dq", "dk", "dv"))
+
+
+def _best_torch_errors(row: dict) -> dict | None:
+    """The gradient errors of the row's fastest PyTorch backend (the one the ratio uses)."""
+    best = row.get("best_torch")
+    return row["torch"][best].get("err") if best else None
+
+
+def backward_table(rows: list[dict]) -> str:
+    head = ("| dqk/dv | seqlen | causal | B×H | flashjit fwd TFLOP/s | flashjit bwd ms "
+            "| flashjit bwd TFLOP/s | cudnn | flash | efficient | vs best | vs cuDNN "
+            "| max err dQ / dK / dV (best torch) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        fj = r["flashjit"]
+        dims = str(r["dqk"]) if r["dqk"] == r["dv"] else f"{r['dqk']}/{r['dv']}"
+        forward = f"{fj['forward_tflops']:.0f}" if "forward_tflops" in fj else "—"
+        if "ms" in fj:
+            mark = "" if r.get("check_ok", True) else " ✗"
+            backward = [f"{fj['ms']:.3f}", f"{fj['tflops']:.0f}{mark}"]
+        else:
+            backward = ["error", "—"]
+        err = _grad_errors(fj.get("err"))
+        torch_err = _grad_errors(_best_torch_errors(r))
+        if torch_err:
+            err += f" ({torch_err})"
+        cells = [dims, str(r["seqlen"]), "yes" if r["causal"] else "no",
+                 f"{r['batch']}×{r['heads']}", forward, *backward,
+                 *(_tflops(r["torch"].get(b)) for b in BACKWARD_BACKENDS),
+                 _ratio(r.get("ratio_best")), _ratio(r.get("ratio_cudnn")), err]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _backward_targets_section(rows: list[dict]) -> list[str]:
+    judged = [(r, t) for r in rows for t in r.get("targets", [])]
+    if not judged:
+        return []
+    missed = [(r, t) for r, t in judged if not t["met"]]
+    lines = [f"**Targets of issue 15** (16k non-causal, the 23,400-token d64 series): "
+             f"{len(judged) - len(missed)} of {len(judged)} met."]
+    for r, t in missed:
+        if t["got"] is None:
+            got = ("no flashjit backward time" if "tflops" not in r["flashjit"]
+                   else "no baseline (the backend refused the shape)")
+        elif t["describe"].endswith("TFLOP/s"):
+            got = f"{t['got']:.0f} TFLOP/s"
+        else:
+            got = f"{t['got']:.2f}×"
+        lines.append(f"- missed: {r['label']}: {t['describe']}, got {got}")
+    return lines
+
+
+def _backward_notes(rows: list[dict]) -> list[str]:
+    lines = []
+    for r in rows:
+        fj = r["flashjit"]
+        if "error" in fj:
+            lines.append(f"- flashjit's backward failed on {r['label']}: {fj['error']}")
+        if not r.get("check_ok", True):
+            lines.append(f"- flashjit's gradients above the error bound on {r['label']}: "
+                         f"dQ / dK / dV {_grad_errors(fj.get('err'))}, largest reference "
+                         f"values {_grad_errors(r.get('reference_max'))}")
+    refusals = {}
+    for r in rows:
+        for backend, entry in r["torch"].items():
+            if entry.get("refused"):
+                refusals.setdefault((backend, entry["refused"]), []).append(r["label"])
+    for (backend, reason), labels in sorted(refusals.items()):
+        lines.append(f"- {backend}'s backward refused {len(labels)} shape(s), e.g. "
+                     f"{labels[0]}: {reason}")
+    return lines
+
+
+def backward_markdown(env: dict, rows: list[dict], spot: list[dict], elapsed_s: float) -> str:
+    """The `--backward` run: the spot check against torch autograd, then the rows."""
+    import grad_check
+
+    out = [f"# flashjit backward vs PyTorch SDPA — {env['gpu']}, {env['date']}", "",
+           f"commit `{env['commit']}` · flashjit {env['flashjit']} · driver {env['driver']} · "
+           f"torch {env['torch']} (CUDA {env['torch_cuda']}, cuDNN {env['cudnn']}) · "
+           f"triton {env['triton']} · whole run {elapsed_s:.0f} s", "",
+           f"Timing: {env['timing']}, of the backward alone. Backward TFLOP/s count 2.5 × "
+           "the forward's FLOPs (DESIGN.md); — = the backend refuses the shape. See "
+           "bench/README.md (Backward) for every column.", "",
+           "## Spot check against torch autograd (fp32)", ""]
+    out += [f"- {grad_check.describe(r)}" for r in spot] + [""]
+    out += ["## bf16", "", backward_table(rows), ""]
+    out += _backward_targets_section(rows)
+    notes = _backward_notes(rows)
+    if notes:
+        out += ["", "## Notes", ""] + notes
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------- files
 
 def _slug(text: str) -> str:
@@ -181,17 +285,18 @@ def write(out_dir: Path, env: dict, rows: list[dict], elapsed_s: float) -> tuple
 
 
 def write_files(out_dir: Path, env: dict, rows: list[dict], elapsed_s: float, text: str,
-                tag: str) -> tuple[Path, Path]:
-    """<date>-<gpu>-<commit><tag>.md (text) and .json (env and rows), copied to
-    latest<tag>.md / .json; `tag` keeps separate runs apart ("-masks")."""
+                tag: str, extra: dict | None = None) -> tuple[Path, Path]:
+    """<date>-<gpu>-<commit><tag>.md (text) and .json (env, rows and the `extra` fields),
+    copied to latest<tag>.md / .json; `tag` keeps separate runs apart ("-masks")."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     gpu = _slug(env["gpu"].replace("NVIDIA", ""))
     base = out_dir / f"{stamp}-{gpu}-{_slug(env['commit'])}{tag}"
     md_path, json_path = Path(f"{base}.md"), Path(f"{base}.json")
     md_path.write_text(text)
-    json_path.write_text(json.dumps({"environment": env, "elapsed_s": round(elapsed_s, 1),
-                                     "rows": rows}, indent=1) + "\n")
+    record = {"environment": env, "elapsed_s": round(elapsed_s, 1), **(extra or {}),
+              "rows": rows}
+    json_path.write_text(json.dumps(record, indent=1) + "\n")
     shutil.copyfile(md_path, out_dir / f"latest{tag}.md")
     shutil.copyfile(json_path, out_dir / f"latest{tag}.json")
     return md_path, json_path

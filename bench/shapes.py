@@ -1,5 +1,5 @@
-"""The benchmark grid of issue 3, FLOP counts, the flashjit spec of each shape, and the
-issue's speed targets. Pure Python: no torch needed here."""
+"""The benchmark grid of issue 3 and the backward rows of issue 15, FLOP counts, the flashjit
+spec of each shape, and the issues' speed targets. Pure Python: no torch needed here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,14 +25,18 @@ class Shape:
     dv: int
     seqlen: int  # seqlen_q == seqlen_k in this grid
     causal: bool
+    # Shapes outside the 16k-token rule (the long series of the backward rows); 0: the rule.
+    fixed_batch: int = 0
+    fixed_heads: int = 0
 
     @property
     def batch(self) -> int:
-        return max(1, TOKENS_PER_BATCH // self.seqlen)
+        return self.fixed_batch or max(1, TOKENS_PER_BATCH // self.seqlen)
 
     @property
     def heads(self) -> int:
-        return HEADS_OVERRIDE.get((self.dqk, self.dv), max(1, HIDDEN // self.dqk))
+        return self.fixed_heads or HEADS_OVERRIDE.get((self.dqk, self.dv),
+                                                      max(1, HIDDEN // self.dqk))
 
     @property
     def dims_label(self) -> str:
@@ -85,6 +89,12 @@ def forward_flops(shape: Shape) -> int:
     return 2 * shape.batch * shape.heads * pairs * (shape.dqk + shape.dv)
 
 
+def backward_flops(shape: Shape) -> int:
+    """DESIGN.md: the backward counts 2.5 x the forward's FLOPs (five GEMMs of the
+    recomputing backward against the forward's two)."""
+    return forward_flops(shape) * 5 // 2
+
+
 def parse_dims(text: str) -> list[tuple[int, int]]:
     """'64,128,192/128' -> [(64, 64), (128, 128), (192, 128)]."""
     dims = []
@@ -119,14 +129,20 @@ def grid(dims: list[tuple[int, int]] | None, seqlens: list[int] | None,
     return shapes
 
 
+_BASELINE_NAMES = {"flash": "FA2", "cudnn": "cuDNN", "best": "best PyTorch"}
+
+
 @dataclass(frozen=True)
 class Target:
-    """A speed target of issue 3: flashjit TFLOP/s >= factor x the baseline's."""
-    baseline: str  # "flash" (PyTorch's FlashAttention-2 backend) or "best" (best PyTorch)
+    """A speed target: flashjit TFLOP/s >= factor x the baseline's in the same run, or, with
+    baseline "tflops", >= factor TFLOP/s."""
+    baseline: str  # "flash" (PyTorch's FA2 backend), "cudnn", "best" (best PyTorch), "tflops"
     factor: float
 
     def describe(self) -> str:
-        return f">= {self.factor:g}x {'FA2' if self.baseline == 'flash' else 'best PyTorch'}"
+        if self.baseline == "tflops":
+            return f">= {self.factor:g} TFLOP/s"
+        return f">= {self.factor:g}x {_BASELINE_NAMES[self.baseline]}"
 
 
 TARGET_SEQLENS = (4096, 16384)
@@ -141,6 +157,63 @@ def target_for(shape: Shape) -> Target | None:
     if shape.dqk != shape.dv or shape.seqlen not in TARGET_SEQLENS:
         return None
     return _TARGETS.get(shape.dqk)
+
+
+# ---------------------------------------------------------------- the backward rows (issue 15)
+
+BACKWARD_SEQLEN = 16384
+BACKWARD_DIMS = [(d, d) for d in (64, 128, 192, 256)] + [(192, 128)] + \
+    [(d, d) for d in (72, 100, 136, 200, 320, 512)]
+# The first seed document's long time series (a trading day at one-second resolution):
+# seqlen 23,400, 12 heads, causal, as ANCHORS.md measured it: (head dim, batch).
+LONG_SERIES_SEQLEN = 23400
+LONG_SERIES_HEADS = 12
+LONG_SERIES = [(64, 1), (64, 4), (40, 2)]
+
+
+def backward_grid(dims: list[tuple[int, int]] | None, seqlens: list[int] | None,
+                  quick: bool) -> list[Shape]:
+    """bf16, causal and not, over the issue's head dims at 16k tokens, then the long series.
+    --dims / --seqlens / --quick replace the head dims and the seqlen, and drop the long
+    series."""
+    chosen = dims is not None or seqlens is not None or quick
+    if dims is None:
+        dims = QUICK_DIMS if quick else BACKWARD_DIMS
+    if seqlens is None:
+        seqlens = QUICK_SEQLENS if quick else [BACKWARD_SEQLEN]
+    shapes = [Shape("bf16", dqk, dv, seqlen, causal)
+              for dqk, dv in dims for seqlen in seqlens for causal in (False, True)]
+    if not chosen:
+        shapes += [Shape("bf16", d, d, LONG_SERIES_SEQLEN, True, batch, LONG_SERIES_HEADS)
+                   for d, batch in LONG_SERIES]
+    return shapes
+
+
+# Issue 15's targets as same-run ratios (FlashAttention-4's backward on our H200 over PyTorch's
+# cuDNN, from ANCHORS.md), and the absolute ones where only the efficient backend runs.
+_BACKWARD_TARGETS = {
+    (64, 64): [Target("cudnn", 1.17)],
+    (128, 128): [Target("cudnn", 1.16)],
+    (192, 192): [Target("cudnn", 1.71)],
+    (256, 256): [Target("cudnn", 1.07)],
+    (192, 128): [Target("cudnn", 1.66)],
+    (72, 72): [Target("best", 1.5)],
+    (100, 100): [Target("best", 1.5)],
+    (136, 136): [Target("best", 1.5), Target("cudnn", 1.98)],
+    (200, 200): [Target("best", 1.5)],
+    (320, 320): [Target("tflops", 200)],
+    (512, 512): [Target("tflops", 200)],
+}
+_LONG_SERIES_TARGET = [Target("cudnn", 1.27)]  # d64: FA4's 522 TFLOP/s over cuDNN's 410
+
+
+def backward_targets_for(shape: Shape) -> list[Target]:
+    """Every target the row must meet (empty: none). The 16k ones are non-causal."""
+    if shape.seqlen == LONG_SERIES_SEQLEN and shape.dqk == shape.dv == 64 and shape.causal:
+        return _LONG_SERIES_TARGET
+    if shape.seqlen != BACKWARD_SEQLEN or shape.causal or shape.fixed_batch:
+        return []
+    return _BACKWARD_TARGETS.get((shape.dqk, shape.dv), [])
 
 
 # ---------------------------------------------------------------- the mask shapes (issue 6)

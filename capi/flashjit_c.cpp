@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capi/c_call_args.h"
 #include "flashjit/flashjit.h"
 #include "runtime/compile_report_json.h"
 
@@ -25,6 +26,7 @@ struct flashjit_kernel {
 namespace {
 
 using flashjit::ErrorKind;
+using flashjit::capi::null_argument;
 
 // The status values are ErrorKind + 1: keep the header's enum in step with ErrorKind.
 constexpr int status_of(ErrorKind kind) { return static_cast<int>(kind) + 1; }
@@ -58,15 +60,6 @@ int guarded(const char* function, Body&& body) {
   } catch (...) {
     return fail(FLASHJIT_ERROR_INTERNAL, std::string(function) + ": unknown exception");
   }
-}
-
-flashjit::Error null_argument(const char* function, const char* argument) {
-  return flashjit::Error(ErrorKind::Usage, std::string(function) + ": " + argument + " is null");
-}
-
-flashjit::TensorStrides strides_of(const int64_t* s, const char* function, const char* name) {
-  if (s == nullptr) throw null_argument(function, name);
-  return {s[0], s[1], s[2]};
 }
 
 }  // namespace
@@ -129,35 +122,55 @@ int flashjit_forward_masked(flashjit_kernel* kernel, const void* q, const void* 
   constexpr const char* function = "flashjit_forward";
   return guarded(function, [&] {
     if (kernel == nullptr) throw null_argument(function, "kernel");
-    flashjit::ForwardArgs args;
-    args.q = q;
-    args.k = k;
-    args.v = v;
-    args.o = o;
-    args.lse = lse;
-    args.batch = batch;
-    args.heads_q = heads_q;
-    args.heads_kv = heads_kv;
-    args.seqlen_q = seqlen_q;
-    args.seqlen_k = seqlen_k;
-    args.q_stride = strides_of(q_strides, function, "q_strides");
-    args.k_stride = strides_of(k_strides, function, "k_strides");
-    args.v_stride = strides_of(v_strides, function, "v_strides");
-    args.o_stride = strides_of(o_strides, function, "o_strides");
-    args.softmax_scale = softmax_scale;
-    if (mask != nullptr) {
-      args.block_counts = mask->block_counts;
-      args.block_indices = mask->block_indices;
-      args.layout_batch = mask->layout_batch;
-      args.layout_heads = mask->layout_heads;
-      args.layout_q_blocks = mask->layout_q_blocks;
-      args.layout_max_blocks = mask->layout_max_blocks;
-      args.cu_seqlens_q = mask->cu_seqlens_q;
-      args.cu_seqlens_k = mask->cu_seqlens_k;
-      args.total_q = mask->total_q;
-      args.total_k = mask->total_k;
-    }
+    const int64_t* const strides[] = {q_strides, k_strides, v_strides, o_strides};
+    const flashjit::ForwardArgs args = flashjit::capi::forward_args(
+        function, {q, k, v, o, lse}, {batch, heads_q, heads_kv, seqlen_q, seqlen_k}, strides,
+        softmax_scale, mask);
     kernel->kernel->forward(args, stream);  // checks pointers and shapes itself
+  });
+}
+
+int flashjit_backward(flashjit_kernel* kernel, const void* q, const void* k, const void* v,
+                      const void* o, const float* lse, const void* d_o, void* d_q, void* d_k,
+                      void* d_v, int batch, int heads_q, int heads_kv, int seqlen_q,
+                      int seqlen_k, const int64_t q_strides[3], const int64_t k_strides[3],
+                      const int64_t v_strides[3], const int64_t o_strides[3],
+                      const int64_t d_o_strides[3], const int64_t d_q_strides[3],
+                      const int64_t d_k_strides[3], const int64_t d_v_strides[3],
+                      float softmax_scale, const flashjit_mask_args* mask, void* workspace,
+                      size_t workspace_bytes, void* stream) {
+  constexpr const char* function = "flashjit_backward";
+  return guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    const int64_t* const strides[] = {q_strides,   k_strides,   v_strides,   o_strides,
+                                      d_o_strides, d_q_strides, d_k_strides, d_v_strides};
+    const flashjit::BackwardArgs args = flashjit::capi::backward_args(
+        function, {q, k, v, o, lse, d_o, d_q, d_k, d_v},
+        {batch, heads_q, heads_kv, seqlen_q, seqlen_k}, strides, softmax_scale, mask, workspace,
+        workspace_bytes);
+    kernel->kernel->backward(args, stream);  // checks pointers and shapes itself
+  });
+}
+
+int flashjit_backward_workspace_bytes(
+    flashjit_kernel* kernel, const void* q, const void* k, const void* v, const void* o,
+    const float* lse, const void* d_o, void* d_q, void* d_k, void* d_v, int batch, int heads_q,
+    int heads_kv, int seqlen_q, int seqlen_k, const int64_t q_strides[3],
+    const int64_t k_strides[3], const int64_t v_strides[3], const int64_t o_strides[3],
+    const int64_t d_o_strides[3], const int64_t d_q_strides[3], const int64_t d_k_strides[3],
+    const int64_t d_v_strides[3], float softmax_scale, const flashjit_mask_args* mask,
+    size_t* out) {
+  constexpr const char* function = "flashjit_backward_workspace_bytes";
+  return guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    if (out == nullptr) throw null_argument(function, "out");
+    *out = 0;
+    const int64_t* const strides[] = {q_strides,   k_strides,   v_strides,   o_strides,
+                                      d_o_strides, d_q_strides, d_k_strides, d_v_strides};
+    const flashjit::BackwardArgs args = flashjit::capi::backward_args(
+        function, {q, k, v, o, lse, d_o, d_q, d_k, d_v},
+        {batch, heads_q, heads_kv, seqlen_q, seqlen_k}, strides, softmax_scale, mask, nullptr, 0);
+    *out = kernel->kernel->backward_workspace_bytes(args);
   });
 }
 

@@ -6,11 +6,13 @@
  *
  * Layout and strides are those of the C++ API (DESIGN.md): Q [batch, seqlen_q, heads_q, dqk],
  * K [batch, seqlen_k, heads_kv, dqk], V [batch, seqlen_k, heads_kv, dv],
- * O [batch, seqlen_q, heads_q, dv], LSE [batch, heads_q, seqlen_q] fp32 contiguous.
+ * O [batch, seqlen_q, heads_q, dv], LSE [batch, heads_q, seqlen_q] fp32 contiguous; the
+ * gradients dO, dQ, dK, dV have the layouts of O, Q, K, V.
  * Strides are in elements, ordered {batch, seq, head}; the head_dim stride must be 1. */
 #ifndef FLASHJIT_FLASHJIT_C_H
 #define FLASHJIT_FLASHJIT_C_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__GNUC__)
@@ -94,6 +96,38 @@ FLASHJIT_C_API int flashjit_forward_masked(flashjit_kernel* kernel, const void* 
                                            const int64_t v_strides[3], const int64_t o_strides[3],
                                            float softmax_scale, const flashjit_mask_args* mask,
                                            void* stream);
+
+/* Launches the backward pass (flashjit::Kernel::backward) on `stream`, as flashjit_forward
+ * does the forward: q, k, v, o and lse as the forward had and wrote them (same shape, strides,
+ * softmax_scale and `mask`, which may be null), the output's gradient d_o in, and d_q, d_k,
+ * d_v written in the layouts of q, k, v (d_k / d_v summed over the query heads of a GQA
+ * group). Strides as the forward's, {batch, seq, head} in elements. `workspace` is device
+ * scratch of at least flashjit_backward_workspace_bytes bytes, or null (then the runtime
+ * allocates it). The first call for a new alignment compiles (or loads) the backward's
+ * kernels before launching. Fails with FLASHJIT_ERROR_USAGE, saying what is missing, while
+ * no kernel path serves the backward for this spec and GPU. */
+FLASHJIT_C_API int flashjit_backward(flashjit_kernel* kernel, const void* q, const void* k,
+                                     const void* v, const void* o, const float* lse,
+                                     const void* d_o, void* d_q, void* d_k, void* d_v, int batch,
+                                     int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                                     const int64_t q_strides[3], const int64_t k_strides[3],
+                                     const int64_t v_strides[3], const int64_t o_strides[3],
+                                     const int64_t d_o_strides[3], const int64_t d_q_strides[3],
+                                     const int64_t d_k_strides[3], const int64_t d_v_strides[3],
+                                     float softmax_scale, const flashjit_mask_args* mask,
+                                     void* workspace, size_t workspace_bytes, void* stream);
+
+/* Into *out: the bytes of workspace flashjit_backward needs for a call with these arguments
+ * (those of flashjit_backward less the workspace and the stream: the tensors' addresses and
+ * strides pick the kernels, and so the size). */
+FLASHJIT_C_API int flashjit_backward_workspace_bytes(
+    flashjit_kernel* kernel, const void* q, const void* k, const void* v, const void* o,
+    const float* lse, const void* d_o, void* d_q, void* d_k, void* d_v, int batch, int heads_q,
+    int heads_kv, int seqlen_q, int seqlen_k, const int64_t q_strides[3],
+    const int64_t k_strides[3], const int64_t v_strides[3], const int64_t o_strides[3],
+    const int64_t d_o_strides[3], const int64_t d_q_strides[3], const int64_t d_k_strides[3],
+    const int64_t d_v_strides[3], float softmax_scale, const flashjit_mask_args* mask,
+    size_t* out);
 
 /* The layout of a dense block matrix on the host: visible [batch, heads, q_blocks, k_blocks]
  * (nonzero: visible) gives counts [batch, heads, q_blocks] and indices [batch, heads,
