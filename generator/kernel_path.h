@@ -17,7 +17,15 @@ namespace flashjit::gen {
 struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
-enum class KernelPath { FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80 };
+enum class KernelPath {
+  FwdSm90,
+  FwdSm80,
+  BwdPre,
+  BwdDkDvDqSm80,
+  BwdDkDvSm80,
+  BwdDqSm80,
+  BwdDqConvert,
+};
 
 // What the runtime runs for a public call; each is a list of launches of paths.
 enum class Operation { Forward, Backward, Decode };

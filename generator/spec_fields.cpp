@@ -154,6 +154,11 @@ const std::vector<SpecField> kFields = {
      .members = {&Spec::warp_specialization},
      .hash_key = "warp_specialization",
      .allowed = "true, false"},
+    // Not in the tune key: the forward's tiles do not depend on it.
+    {.path = "backward", .node = Node::Map, .allowed = "a map with the key deterministic"},
+    {.path = "backward.deterministic",
+     .members = {&Spec::deterministic},
+     .allowed = "true (bitwise-identical gradients on every run), false (dQ summed with atomics)"},
     // Not in the tune key: the tiles are what is tuned.
     {.path = "tiles",
      .node = Node::Map,

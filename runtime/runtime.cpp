@@ -77,17 +77,16 @@ class JitKernel final : public Kernel {
     const LoadedOperation& op =
         operation_for(gen::Operation::Backward, rt::backward_call_traits(spec_, args), Tiles{});
     rt::Driver& driver = rt::Driver::get(ordinal_);
-    const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(args.forward);
+    const size_t workspace_bytes = rt::workspace_bytes(rt::backward_scratch(spec_, args.forward));
     // Without a caller's workspace, stream-ordered memory: no synchronisation, and safe when
     // several streams run backwards at once.
     rt::StreamScratch owned;
     void* workspace = args.workspace;
     if (workspace == nullptr) {
-      owned = rt::StreamScratch(driver, rt::workspace_bytes(scratch), stream);
+      owned = rt::StreamScratch(driver, workspace_bytes, stream);
       workspace = owned.get();
     }
-    const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
-    BwdParams params = rt::make_bwd_params(spec_, args, buffers[0]);
+    BwdParams params = rt::make_bwd_params(spec_, args, workspace);
     void* kernel_params[] = {&params};
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
@@ -98,7 +97,7 @@ class JitKernel final : public Kernel {
   }
 
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
-    return rt::workspace_bytes(rt::backward_scratch(args.forward));
+    return rt::workspace_bytes(rt::backward_scratch(spec_, args.forward));
   }
 
   const Spec& spec() const override { return spec_; }

@@ -86,6 +86,10 @@ struct Spec {
   // 16-byte aligned tensors; other calls run the sm80 kernel); false keeps the sm80 kernel.
   // Other targets always run the sm80 kernel.
   bool warp_specialization = true;
+  // backward.deterministic: bitwise-identical dQ, dK, dV on every run and stream (dQ by a
+  // kernel of its own that walks the key blocks in order); false sums dQ with fp32 atomics
+  // inside the dK/dV kernel, which is faster and varies in the last bits between runs.
+  bool deterministic = false;
   Tiles tiles;                       // auto unless given
   // Block masks. block_sparse: the mask block of the run-time layout is block_q query rows by
   // block_k keys. pattern: block_q == block_k == the pattern's block. 0 for other masks.
@@ -182,8 +186,8 @@ BlockLayout block_layout_from_dense(const std::vector<uint8_t>& visible, int bat
 // The backward pass's arguments: the forward's inputs, output and LSE as the forward had them,
 // the output's gradient dO (O's layout) in, and dQ, dK, dV out in Q's, K's and V's layouts
 // (dK/dV summed over the query heads of a GQA group). Every dQ, dK and dV element is written,
-// zero where no visible (query, key) pair reaches it. The result is deterministic: the same
-// call gives bitwise the same gradients on any stream.
+// zero where no visible (query, key) pair reaches it. dK and dV are always deterministic; dQ
+// is too with Spec::deterministic.
 struct BackwardArgs {
   ForwardArgs forward;  // q, k, v, o and lse (required), shape, strides, masks, varlen
   const void* d_o = nullptr;
