@@ -115,7 +115,6 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& given_s
 
   rt::Driver& driver = rt::Driver::get();
   std::shared_ptr<Kernel> kernel = runtime.kernel(spec);
-  const size_t reports_before = kernel->reports().size();
   kernel->forward(args, nullptr);
   driver.synchronize();
 
@@ -142,7 +141,10 @@ RunResult run_attention(Runtime& runtime, const Spec& spec, const Shape& given_s
   result.lse = compare(lse_got, want.lse, tol.lse);
   result.failure = describe_failure(result, tol);
   result.passed = result.failure.empty();
-  result.kernel = kernels_compiled_since(*kernel, reports_before);
+  // Kernel exposes no "variant launched last"; the variant compiled last is the one this
+  // call needed unless an earlier call of the same kernel compiled it already.
+  const std::vector<CompileReport> reports = kernel->reports();
+  if (!reports.empty()) result.kernel = reports.back().kernel_name;
 
   result.time_ms = median_time_ms(options, [&] { kernel->forward(args, nullptr); });
   if (options.iters > 0)

@@ -42,6 +42,16 @@ int64_t differing_elements(const std::vector<uint16_t>& a, const std::vector<uin
   return count;
 }
 
+// The kernels the backward call loaded (each load, from the disk cache or not, adds a
+// report; Kernel exposes no "launches made last"), or a note when earlier calls loaded them.
+std::string kernels_loaded_since(const Kernel& kernel, size_t before) {
+  const std::vector<CompileReport> reports = kernel.reports();
+  if (reports.size() <= before) return "(loaded by an earlier call)";
+  std::vector<std::string> names;
+  for (size_t n = before; n < reports.size(); ++n) names.push_back(reports[n].kernel_name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 std::string describe_failure(const BackwardRunResult& r, int64_t nondeterministic) {
   std::vector<std::string> why;
   const auto tensor = [&](const char* name, const ErrorStats& s, double bound) {
@@ -132,7 +142,7 @@ BackwardRunResult run_backward(Runtime& runtime, const Spec& spec, const Shape& 
   driver.synchronize();
   Gradients got = read_gradients(grads, dtype, spec, shape, at);
   result.outside_writes = got.outside_writes;
-  result.kernels = kernels_compiled_since(*kernel, reports_before);
+  result.kernels = kernels_loaded_since(*kernel, reports_before);
 
   // The references read the same images (decoded) through the same strides.
   const std::vector<float> decoded = decode_image(dtype, device.image);

@@ -22,7 +22,7 @@ struct BackwardRunOptions {
 };
 
 struct BackwardRunResult {
-  std::string kernels;   // kernel names of the launches the backward compiled
+  std::string kernels;   // names of the kernels the backward call loaded (backward_run.cpp)
   ErrorStats dq, dk, dv;  // against the fp64 reference
   double dq_bound = 0, dk_bound = 0, dv_bound = 0;  // the largest error each may have
   int64_t outside_writes = 0;  // poisoned padding / guard elements the backward overwrote

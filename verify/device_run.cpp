@@ -319,13 +319,4 @@ double median_time_ms(const RunOptions& options, const std::function<void()>& la
   return median(times);
 }
 
-std::string kernels_compiled_since(const Kernel& kernel, size_t before) {
-  const std::vector<CompileReport> reports = kernel.reports();
-  if (reports.empty()) return "";
-  if (reports.size() <= before) return reports.back().kernel_name;
-  std::vector<std::string> names;
-  for (size_t n = before; n < reports.size(); ++n) names.push_back(reports[n].kernel_name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
 }  // namespace flashjit::verify

@@ -101,9 +101,4 @@ class OutputImage {
 // options.warmup untimed ones; 0 when iters is 0.
 double median_time_ms(const RunOptions& options, const std::function<void()>& launch);
 
-// The kernel names of the reports compiled after the first `before` ones, joined by ", " (a
-// Kernel exposes no "variant launched last": what a call compiled is what it needed, unless
-// an earlier call compiled it already, in which case the last report stands in).
-std::string kernels_compiled_since(const Kernel& kernel, size_t before);
-
 }  // namespace flashjit::verify
