@@ -9,6 +9,7 @@
 # OUTDIR/build.log      configure + build
 # OUTDIR/ctest.log      ctest --output-on-failure, every suite but gpu
 # OUTDIR/gpu_tests.log  the GPU suite (one line per case: spec, shape, errors)
+# OUTDIR/torch_backward.log  dQ, dK, dV against PyTorch autograd (tests/gpu/torch_backward_check.py)
 # OUTDIR/compile.jsonl  `flashjit compile --json --arch sm_90a configs/*.yaml`
 # OUTDIR/dump/          rendered source, PTX and ptxas report of one kernel
 # OUTDIR/summary.txt    the summary line
@@ -54,12 +55,14 @@ compile_configs() {
   "$build/flashjit" compile --json --arch sm_90a "$root"/configs/*.yaml >"$out/compile.jsonl"
 }
 
-for log in build ctest gpu_tests compile dump; do : >"$out/$log.log"; done
+for log in build ctest gpu_tests torch_backward compile dump; do : >"$out/$log.log"; done
 step configure "$out/build.log" cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
 step build "$out/build.log" cmake --build "$build" -j16
 if [[ ${#failed[@]} -eq 0 ]]; then
   step ctest "$out/ctest.log" ctest --test-dir "$build" --output-on-failure -LE gpu
   step gpu_tests "$out/gpu_tests.log" gpu_suite
+  step torch_backward "$out/torch_backward.log" \
+    python3 "$root/tests/gpu/torch_backward_check.py" "$build/flashjit"
   step compile "$out/compile.log" compile_configs
   step dump "$out/dump.log" env FLASHJIT_DUMP_DIR="$out/dump" \
     "$build/flashjit" compile --arch sm_90a "$root/configs/hd128.yaml"
