@@ -23,8 +23,8 @@ int batches(const Shape& shape);
 int q_rows(const Shape& shape);
 int k_rows(const Shape& shape);
 
-// Where Q, K, V (one input buffer, which also serves dQ, dK, dV) and O (one output buffer,
-// which also serves dO) live, in elements.
+// Where Q, K, V (one input buffer) and O (one output buffer) live, in elements. The backward
+// run lays dQ, dK, dV out the same way in a gradient buffer of their own, and dO like O.
 struct Placement {
   int64_t q_offset = 0, k_offset = 0, v_offset = 0;
   TensorStrides q, k, v, o;
