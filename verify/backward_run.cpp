@@ -73,7 +73,8 @@ std::string describe_failure(const BackwardRunResult& r, int64_t nondeterministi
 
 }  // namespace
 
-double gradient_error_bound(std::span<const double> reference, std::span<const double> lowp) {
+double gradient_error_bound(std::span<const double> reference, std::span<const double> lowp,
+                            double cancellation) {
   if (reference.size() != lowp.size())
     throw std::invalid_argument("verify::gradient_error_bound: the spans differ in size");
   double lowp_error = 0, fp32_rounding = 0;
@@ -83,7 +84,7 @@ double gradient_error_bound(std::span<const double> reference, std::span<const d
     const float shifted = (r + 0.3f) - 0.3f;
     fp32_rounding = std::max(fp32_rounding, static_cast<double>(std::abs(shifted - r)));
   }
-  return 2 * lowp_error + 2 * fp32_rounding;
+  return 2 * lowp_error + 2 * fp32_rounding + 2 * cancellation;
 }
 
 double backward_flops(const Spec& spec, const Shape& shape) {
@@ -152,8 +153,8 @@ BackwardRunResult run_backward(Runtime& runtime, const Spec& spec, const Shape& 
       v{decoded.data() + at.v_offset, at.v}, d_o_view{d_o_decoded.data(), at.o};
   const ReferenceGradients exact = reference_backward(problem, q, k, v, d_o_view);
   const ReferenceGradients lowp = lowp_backward(problem, q, k, v, d_o_view, dtype);
-  result.dq_bound = gradient_error_bound(exact.dq, lowp.dq);
-  result.dk_bound = gradient_error_bound(exact.dk, lowp.dk);
+  result.dq_bound = gradient_error_bound(exact.dq, lowp.dq, exact.dq_cancellation);
+  result.dk_bound = gradient_error_bound(exact.dk, lowp.dk, exact.dk_cancellation);
   result.dv_bound = gradient_error_bound(exact.dv, lowp.dv);
   result.dq = compare(got.dq, exact.dq, {.atol = result.dq_bound, .rtol = 0});
   result.dk = compare(got.dk, exact.dk, {.atol = result.dk_bound, .rtol = 0});

@@ -1,5 +1,6 @@
 #include "verify/reference_backward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -52,17 +53,51 @@ Panel<Real> make_panel(const HostView& t, int b, int h, int n, int dim, Real fac
   return panel;
 }
 
+// Per row of a panel: its Euclidean norm, or its largest |element|.
+template <class Real>
+std::vector<Real> row_norms(const Panel<Real>& panel, int dim) {
+  std::vector<Real> norms(panel.n);
+  for (int i = 0; i < panel.n; ++i) {
+    Real sum = 0;
+    for (int d = 0; d < dim; ++d) {
+      const Real x = panel.rows[static_cast<size_t>(i) * dim + d];
+      sum += x * x;
+    }
+    norms[i] = std::sqrt(sum);
+  }
+  return norms;
+}
+
+template <class Real>
+std::vector<Real> row_max_abs(const Panel<Real>& panel, int dim) {
+  std::vector<Real> maxima(panel.n, Real{0});
+  for (int i = 0; i < panel.n; ++i)
+    for (int d = 0; d < dim; ++d)
+      maxima[i] = std::max(maxima[i], std::abs(panel.rows[static_cast<size_t>(i) * dim + d]));
+  return maxima;
+}
+
 // A query head's inputs, and what the row walk leaves for the key walk: the log-sum-exp of
-// each row's (scaled) scores and D = rowsum(P ∘ dP).
+// each row's (scaled) scores and D = rowsum(P ∘ dP). The norms and maxima size the
+// cancellation terms (ReferenceGradients::dq_cancellation).
 template <class Real>
 struct QueryHead {
   Panel<Real> q, d_o;  // q holds scale * Q
   std::vector<Real> lse, delta;
+  std::vector<Real> d_o_norm, q_max;
 };
 
 template <class Real>
 struct KeyHead {
   Panel<Real> k, v;
+  std::vector<Real> v_norm, k_max;
+  Real v_norm_max = 0;  // bounds ‖O‖ of every row, O being a convex combination of V rows
+};
+
+// Per element of dQ (a row's) and of dK (a key's): Σ P ‖dO‖ (‖V‖ + max ‖V‖) |K| (|Q| for
+// dK), before the fp32 rounding factor.
+struct CancellationTerms {
+  std::vector<double> dq_rows, dk_keys;
 };
 
 template <class Real>
@@ -77,7 +112,7 @@ struct Walk {
 
   // dQ of rows [r0, r1) of (batch b, query head h), with their LSE and D.
   void query_rows(const KeyHead<Real>& kv, QueryHead<Real>& qh, int b, int h, int r0, int r1,
-                  std::vector<double>& dq) const {
+                  std::vector<double>& dq, CancellationTerms& terms) const {
     const int dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int rows = r1 - r0;
     // Visible ranges grow with the row: the first row's start and the last row's end bound
@@ -120,6 +155,11 @@ struct Walk {
       }
       qh.delta[i] = delta;
       for (int j = 0; j < nk; ++j) grad[j] = round(score[j] * (grad[j] - delta));
+      Real size = 0;
+      for (int j = 0; j < nk; ++j)
+        size += score[j] * (kv.v_norm[k0 + j] + kv.v_norm_max) * kv.k_max[k0 + j];
+      terms.dq_rows[(static_cast<size_t>(b) * p.heads_q + h) * p.seqlen_q + i] =
+          std::abs(scale) * qh.d_o_norm[i] * size;
     }
     std::vector<Real> g(static_cast<size_t>(rows) * dqk);
     multiply_abt(ds.data(), nk, kv.k.cols.data() + k0, kv.k.n, g.data(), dqk, rows, dqk, nk);
@@ -131,7 +171,8 @@ struct Walk {
 
   // dK and dV of keys [j0, j1) of (batch b, kv head hkv), summed over the group's heads.
   void key_rows(const KeyHead<Real>& kv, const std::vector<QueryHead<Real>>& heads, int b,
-                int hkv, int j0, int j1, std::vector<double>& dk, std::vector<double>& dv_out) const {
+                int hkv, int j0, int j1, std::vector<double>& dk, std::vector<double>& dv_out,
+                CancellationTerms& terms) const {
     const int dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int keys = j1 - j0, group = p.heads_q / p.heads_kv;
     // The rows that see a key of the block are contiguous (both visible-range ends grow
@@ -141,6 +182,7 @@ struct Walk {
     while (r1 > r0 && p.first_key(r1 - 1) >= j1) --r1;
     const int rows = r1 - r0;
     std::vector<Real> k_sum(static_cast<size_t>(keys) * dqk), v_sum(static_cast<size_t>(keys) * dv);
+    std::vector<Real> size(keys, Real{0});
     if (rows > 0) {
       std::vector<Real> pt(static_cast<size_t>(keys) * rows), dst(pt.size());
       std::vector<Real> gk(k_sum.size()), gv(v_sum.size());
@@ -159,6 +201,7 @@ struct Walk {
             Real& grad = dst[static_cast<size_t>(t) * rows + r];
             prob = sees(b, h, i, j0 + t) ? round(std::exp(round(prob) - qh.lse[i])) : Real{0};
             grad = round(prob * (round(grad) - qh.delta[i]));
+            size[t] += prob * qh.d_o_norm[i] * qh.q_max[i];
           }
         multiply_abt(pt.data(), rows, qh.d_o.cols.data() + r0, qh.d_o.n, gv.data(), dv, keys,
                      dv, rows);
@@ -170,6 +213,7 @@ struct Walk {
     }
     for (int t = 0; t < keys; ++t) {
       const size_t row = (static_cast<size_t>(b) * p.seqlen_k + j0 + t) * p.heads_kv + hkv;
+      terms.dk_keys[row] = size[t] * (kv.v_norm[j0 + t] + kv.v_norm_max);
       for (int d = 0; d < dqk; ++d) dk[row * dqk + d] = round(k_sum[static_cast<size_t>(t) * dqk + d]);
       for (int c = 0; c < dv; ++c) dv_out[row * dv + c] = round(v_sum[static_cast<size_t>(t) * dv + c]);
     }
@@ -191,18 +235,27 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
     qh.d_o = make_panel(d_o, b, h, p.seqlen_q, dv, Real{1}, round);
     qh.lse.resize(p.seqlen_q);
     qh.delta.resize(p.seqlen_q);
+    qh.d_o_norm = row_norms(qh.d_o, dv);
+    qh.q_max = row_max_abs(qh.q, dqk);
   });
   std::vector<KeyHead<Real>> kv_heads(static_cast<size_t>(p.batch) * p.heads_kv);
   parallel_for(static_cast<int>(kv_heads.size()), threads, [&](int task) {
     const int b = task / p.heads_kv, h = task % p.heads_kv;
     kv_heads[task].k = make_panel(k, b, h, p.seqlen_k, dqk, Real{1}, round);
-    kv_heads[task].v = make_panel(v, b, h, p.seqlen_k, dv, Real{1}, round);
+    KeyHead<Real>& kv = kv_heads[task];
+    kv.v = make_panel(v, b, h, p.seqlen_k, dv, Real{1}, round);
+    kv.v_norm = row_norms(kv.v, dv);
+    kv.k_max = row_max_abs(kv.k, dqk);
+    for (Real norm : kv.v_norm) kv.v_norm_max = std::max(kv.v_norm_max, norm);
   });
 
   ReferenceGradients out;
   out.dq.resize(static_cast<size_t>(p.batch) * p.seqlen_q * p.heads_q * dqk);
   out.dk.resize(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv * dqk);
   out.dv.resize(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv * dv);
+  CancellationTerms terms{
+      std::vector<double>(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q),
+      std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv)};
   const int row_blocks = (p.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
   parallel_for(p.batch * p.heads_q * row_blocks, threads, [&](int task) {
     const int block = task % row_blocks;
@@ -211,7 +264,7 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
     const int r0 = block * kRowsPerTask;
     walk.query_rows(kv_heads[static_cast<size_t>(b) * p.heads_kv + h / group],
                     heads[static_cast<size_t>(b) * p.heads_q + h], b, h, r0,
-                    std::min(p.seqlen_q, r0 + kRowsPerTask), out.dq);
+                    std::min(p.seqlen_q, r0 + kRowsPerTask), out.dq, terms);
   });
   const int key_blocks = (p.seqlen_k + kKeysPerTask - 1) / kKeysPerTask;
   parallel_for(p.batch * p.heads_kv * key_blocks, threads, [&](int task) {
@@ -220,8 +273,14 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
     const int b = task / key_blocks / p.heads_kv;
     const int j0 = block * kKeysPerTask;
     walk.key_rows(kv_heads[static_cast<size_t>(b) * p.heads_kv + hkv], heads, b, hkv, j0,
-                  std::min(p.seqlen_k, j0 + kKeysPerTask), out.dk, out.dv);
+                  std::min(p.seqlen_k, j0 + kKeysPerTask), out.dk, out.dv, terms);
   });
+  // The rounding of an fp32 dot product of random-signed terms is about 2^-24 times the
+  // product of the two vectors' norms (its partial sums random-walk); 2^-23 covers the two
+  // of dP and D with room for the largest of many elements.
+  const double rounding = std::ldexp(1.0, -23);
+  for (double x : terms.dq_rows) out.dq_cancellation = std::max(out.dq_cancellation, rounding * x);
+  for (double x : terms.dk_keys) out.dk_cancellation = std::max(out.dk_cancellation, rounding * x);
   return out;
 }
 
@@ -254,6 +313,8 @@ ReferenceGradients gradients(const AttentionProblem& p, HostView q, HostView k, 
     place(part.dq, out.dq, static_cast<size_t>(q0) * p.heads_q * dqk);
     place(part.dk, out.dk, static_cast<size_t>(k0) * p.heads_kv * dqk);
     place(part.dv, out.dv, static_cast<size_t>(k0) * p.heads_kv * dv);
+    out.dq_cancellation = std::max(out.dq_cancellation, part.dq_cancellation);
+    out.dk_cancellation = std::max(out.dk_cancellation, part.dk_cancellation);
   }
   return out;
 }

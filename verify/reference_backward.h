@@ -20,6 +20,14 @@ namespace flashjit::verify {
 // [total, heads, dim] for varlen).
 struct ReferenceGradients {
   std::vector<double> dq, dk, dv;
+  // The fp32 rounding an element of dQ / dK may carry from the cancellation in
+  // dS = P ∘ (dP - D), dP and D being fp32 dot products of about equal size: 2^-23 times the
+  // largest over the elements of
+  //   dQ row i:  scale Σ_j P_ij ‖dO_i‖ (‖V_j‖ + max ‖V‖) max_d |K_jd|
+  //   dK key j:  Σ_i P_ij ‖dO_i‖ (‖V_j‖ + max ‖V‖) max_d |scale Q_id|   (over the GQA group)
+  // A correct kernel's dQ / dK can be that far off where dS is exactly 0 (every row sees one
+  // key), and there FlashAttention's bound is 0.
+  double dq_cancellation = 0, dk_cancellation = 0;
 };
 
 // In fp64. Runs on `threads` threads (0: all hardware threads), splitting over batch, heads

@@ -17,6 +17,9 @@ TEST_CASE("gradient bound: twice the low-precision error plus twice the fp32 rou
   // where L is exact.
   CHECK(gradient_error_bound(std::vector<double>{1.1}, std::vector<double>{1.1}) ==
         2 * std::ldexp(1.0, -23));
+  // The cancellation term adds twice itself.
+  CHECK(gradient_error_bound(std::vector<double>{0.5}, std::vector<double>{0.5}, 1e-6) ==
+        doctest::Approx(2e-6));
   CHECK_THROWS(gradient_error_bound(std::vector<double>{1.0}, std::vector<double>{}));
 }
 

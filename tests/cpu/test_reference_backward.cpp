@@ -256,6 +256,56 @@ TEST_CASE("lowp backward: within a few ulps of the dtype of the fp64 reference, 
   CHECK(check(fp16.dq, exact.dq, fp16_ulp, "fp16 dq") < check(bf16.dq, exact.dq, bf16_ulp, "bf16 dq"));
   CHECK(check(fp16.dk, exact.dk, fp16_ulp, "fp16 dk") < check(bf16.dk, exact.dk, bf16_ulp, "bf16 dk"));
   CHECK(check(fp16.dv, exact.dv, fp16_ulp, "fp16 dv") < check(bf16.dv, exact.dv, bf16_ulp, "bf16 dv"));
+  // Where dS does not vanish the cancellation term is a few percent of the fp16 error.
+  CHECK(exact.dq_cancellation > 0);
+  CHECK(exact.dq_cancellation < 0.05 * max_diff(fp16.dq, exact.dq));
+  CHECK(exact.dk_cancellation < 0.05 * max_diff(fp16.dk, exact.dk));
+}
+
+TEST_CASE("reference backward: one key per row: dS = 0, and the cancellation term bounds fp32") {
+  AttentionProblem p;
+  p.seqlen_q = 17;
+  p.seqlen_k = 1;
+  p.head_dim_qk = 64;
+  p.head_dim_v = 512;
+  Tensors t(p, 7);
+  const ReferenceGradients g = backward(p, t);
+  CHECK(max_abs(g.dq) == 0.0);  // P = 1: dP - D = 0 exactly
+  CHECK(max_abs(g.dk) == 0.0);
+  // A kernel computes D = rowsum(dO ∘ O) apart from dP = dO Vᵀ, in fp32 and another order
+  // (here: backwards), so its dS, dQ and dK are not 0; the cancellation term covers them.
+  const int dv = p.head_dim_v, dqk = p.head_dim_qk;
+  const float scale = 1.0f / 8;
+  std::vector<float> ds(p.seqlen_q);
+  for (int i = 0; i < p.seqlen_q; ++i) {
+    float dp = 0, d = 0;
+    for (int c = 0; c < dv; ++c) dp += t.d_o[i * dv + c] * t.v[c];
+    for (int c = dv - 1; c >= 0; --c) d += t.d_o[i * dv + c] * t.v[c];
+    ds[i] = dp - d;
+  }
+  double dq_error = 0, dk_error = 0;
+  for (int x = 0; x < dqk; ++x) {
+    float dk = 0;
+    for (int i = 0; i < p.seqlen_q; ++i) {
+      dq_error = std::max(dq_error, std::abs(double{scale * ds[i] * t.k[x]}));
+      dk += scale * ds[i] * t.q[i * dqk + x];
+    }
+    dk_error = std::max(dk_error, std::abs(double{dk}));
+  }
+  CHECK(dq_error > 0);
+  CHECK(dq_error <= g.dq_cancellation);
+  CHECK(dk_error <= g.dk_cancellation);
+  // Its closed form for one key: 2^-23 scale max ‖dO_i‖ 2 ‖V‖ max |K|.
+  double v_norm = 0, k_max = 0, d_o_norm = 0;
+  for (int c = 0; c < dv; ++c) v_norm += double{t.v[c]} * t.v[c];
+  for (int x = 0; x < dqk; ++x) k_max = std::max(k_max, std::abs(double{t.k[x]}));
+  for (int i = 0; i < p.seqlen_q; ++i) {
+    double norm = 0;
+    for (int c = 0; c < dv; ++c) norm += double{t.d_o[i * dv + c]} * t.d_o[i * dv + c];
+    d_o_norm = std::max(d_o_norm, std::sqrt(norm));
+  }
+  CHECK(g.dq_cancellation == doctest::Approx(std::ldexp(1.0, -23) / 8 *
+                                             d_o_norm * 2 * std::sqrt(v_norm) * k_max));
 }
 
 }  // namespace flashjit::verify
