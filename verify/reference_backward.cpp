@@ -53,7 +53,7 @@ Panel<Real> make_panel(const HostView& t, int b, int h, int n, int dim, Real fac
   return panel;
 }
 
-// Per row of a panel: its Euclidean norm, or its largest |element|.
+// Per row of a panel: its Euclidean norm (row_norms) or its largest |element| (row_max_abs).
 template <class Real>
 std::vector<Real> row_norms(const Panel<Real>& panel, int dim) {
   std::vector<Real> norms(panel.n);
