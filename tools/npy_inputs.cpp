@@ -78,6 +78,17 @@ LoadedInputs load_npy_inputs(const std::string& dir, const Spec& spec) {
   return in;
 }
 
+void load_npy_output_gradient(const std::string& dir, const Spec& spec, LoadedInputs& inputs) {
+  const Loaded d_o = load(dir, "do.npy");
+  const verify::Shape& shape = inputs.shape;
+  const std::string q_path = (std::filesystem::path(dir) / "q.npy").string();
+  expect_dim(d_o, 0, shape.batch, "batch of " + q_path);
+  expect_dim(d_o, 1, shape.seqlen_q, "seqlen of " + q_path);
+  expect_dim(d_o, 2, shape.heads_q, "heads of " + q_path);
+  expect_dim(d_o, 3, spec.head_dim_v, "the spec's head_dim_v");
+  inputs.values.d_o = rounded(spec.dtype, d_o.array.values);
+}
+
 void write_npy_outputs(const std::string& dir, const Spec& spec, const verify::Shape& shape,
                        const verify::RunResult& result) {
   std::filesystem::create_directories(dir);
@@ -87,6 +98,18 @@ void write_npy_outputs(const std::string& dir, const Spec& spec, const verify::S
                         result.o_values);
   verify::write_npy_f32((std::filesystem::path(dir) / "lse.npy").string(), lse_shape,
                         result.lse_values);
+}
+
+void write_npy_gradients(const std::string& dir, const Spec& spec, const verify::Shape& shape,
+                         const verify::BackwardRunResult& result) {
+  std::filesystem::create_directories(dir);
+  const int64_t q_shape[4] = {shape.batch, shape.seqlen_q, shape.heads_q, spec.head_dim_qk};
+  const int64_t k_shape[4] = {shape.batch, shape.seqlen_k, shape.heads_kv, spec.head_dim_qk};
+  const int64_t v_shape[4] = {shape.batch, shape.seqlen_k, shape.heads_kv, spec.head_dim_v};
+  const auto path = [&](const char* name) { return (std::filesystem::path(dir) / name).string(); };
+  verify::write_npy_f32(path("dq.npy"), q_shape, result.dq_values);
+  verify::write_npy_f32(path("dk.npy"), k_shape, result.dk_values);
+  verify::write_npy_f32(path("dv.npy"), v_shape, result.dv_values);
 }
 
 }  // namespace flashjit::cli

@@ -44,9 +44,10 @@ struct Shape {
 Shape varlen_shape(int heads_q, int heads_kv, std::vector<int> seqlens_q,
                    std::vector<int> seqlens_k);
 
-// The user's tensors, contiguous [batch, seq, heads, dim], already rounded to the dtype.
+// The user's tensors, contiguous [batch, seq, heads, dim], already rounded to the dtype;
+// d_o (O's shape) only for the backward run.
 struct UserInputs {
-  std::vector<float> q, k, v;
+  std::vector<float> q, k, v, d_o;
 };
 
 struct RunOptions {

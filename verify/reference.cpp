@@ -1,13 +1,13 @@
 #include "verify/reference.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <thread>
 
 #include <fmt/format.h>
+
+#include "verify/dense_math.h"
 
 namespace flashjit::verify {
 
@@ -36,49 +36,6 @@ KvPanel make_panel(const AttentionProblem& p, const HostView& k, const HostView&
       panel.vt[static_cast<size_t>(c) * p.seqlen_k + j] = vrow[c];
   }
   return panel;
-}
-
-// C[i][j] = sum over t = 0, 1, ..., depth - 1 of A[i][t] * B[j][t] (row-major, leading
-// dimensions lda/ldb/ldc). Every element is one sum in ascending t (a chunk of t resumes
-// from the partial sum stored in C), so the result does not depend on the blocking or on the
-// thread count. Blocks of 4 x 2 outputs keep 8 independent accumulators in registers (enough
-// to hide the FMA latency); chunks of kDepthChunk along t keep the rows of A in cache while
-// the column blocks of B stream past them.
-void multiply_abt(const double* a, size_t lda, const double* b, size_t ldb, double* c,
-                  size_t ldc, int rows, int cols, int depth) {
-  constexpr int kRows = 4, kCols = 2, kDepthChunk = 256;
-  for (int i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, 0.0);
-  for (int t0 = 0; t0 < depth; t0 += kDepthChunk) {
-    const int t1 = std::min(depth, t0 + kDepthChunk);
-    for (int j0 = 0; j0 < cols; j0 += kCols) {
-      const int nj = std::min(kCols, cols - j0);
-      for (int i0 = 0; i0 < rows; i0 += kRows) {
-        const int ni = std::min(kRows, rows - i0);
-        if (ni == kRows && nj == kCols) {
-          const double* a0 = a + i0 * lda;
-          const double* b0 = b + j0 * ldb;
-          double* c0 = c + i0 * ldc + j0;
-          double s00 = c0[0], s01 = c0[1], s10 = c0[ldc], s11 = c0[ldc + 1];
-          double s20 = c0[2 * ldc], s21 = c0[2 * ldc + 1], s30 = c0[3 * ldc], s31 = c0[3 * ldc + 1];
-          for (int t = t0; t < t1; ++t) {
-            const double x0 = a0[t], x1 = a0[lda + t], x2 = a0[2 * lda + t], x3 = a0[3 * lda + t];
-            const double y0 = b0[t], y1 = b0[ldb + t];
-            s00 += x0 * y0, s01 += x0 * y1, s10 += x1 * y0, s11 += x1 * y1;
-            s20 += x2 * y0, s21 += x2 * y1, s30 += x3 * y0, s31 += x3 * y1;
-          }
-          c0[0] = s00, c0[1] = s01, c0[ldc] = s10, c0[ldc + 1] = s11;
-          c0[2 * ldc] = s20, c0[2 * ldc + 1] = s21, c0[3 * ldc] = s30, c0[3 * ldc + 1] = s31;
-          continue;
-        }
-        for (int i = i0; i < i0 + ni; ++i)
-          for (int j = j0; j < j0 + nj; ++j) {
-            double sum = c[i * ldc + j];
-            for (int t = t0; t < t1; ++t) sum += a[i * lda + t] * b[j * ldb + t];
-            c[i * ldc + j] = sum;
-          }
-      }
-    }
-  }
 }
 
 // Query rows [row_begin, row_end) of one (batch, head): O rows and LSE entries.
@@ -136,37 +93,6 @@ void attend_rows(const AttentionProblem& p, const KvPanel& panel, const HostView
   }
 }
 
-// Runs fn(task) for task in [0, count) on `threads` threads.
-template <class Fn>
-void parallel_for(int count, int threads, Fn fn) {
-  std::atomic<int> next{0};
-  auto worker = [&] {
-    for (int task = next++; task < count; task = next++) fn(task);
-  };
-  std::vector<std::jthread> pool;
-  for (int t = 1; t < std::min(threads, count); ++t) pool.emplace_back(worker);
-  worker();
-}
-
-// Sequence s of a variable-length problem as a fixed-length problem of batch 1 (its own slice
-// of a per-batch block mask).
-AttentionProblem sequence_problem(const AttentionProblem& p, int s) {
-  AttentionProblem one = p;
-  one.batch = 1;
-  one.seqlen_q = p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s];
-  one.seqlen_k = p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s];
-  one.cu_seqlens_q.clear();
-  one.cu_seqlens_k.clear();
-  if (p.block_q != 0 && p.block_batch > 1) {
-    const size_t per_batch = static_cast<size_t>(p.block_heads) * p.q_blocks * p.k_blocks;
-    one.block_batch = 1;
-    one.block_visible.assign(p.block_visible.begin() + static_cast<std::ptrdiff_t>(s * per_batch),
-                             p.block_visible.begin() +
-                                 static_cast<std::ptrdiff_t>((s + 1) * per_batch));
-  }
-  return one;
-}
-
 ReferenceOutput forward_fixed(const AttentionProblem& p, HostView q, HostView k, HostView v,
                               int threads) {
   const int group = p.heads_q / p.heads_kv;
@@ -218,6 +144,23 @@ ReferenceOutput forward_varlen(const AttentionProblem& p, HostView q, HostView k
 }
 
 }  // namespace
+
+AttentionProblem sequence_problem(const AttentionProblem& p, int s) {
+  AttentionProblem one = p;
+  one.batch = 1;
+  one.seqlen_q = p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s];
+  one.seqlen_k = p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s];
+  one.cu_seqlens_q.clear();
+  one.cu_seqlens_k.clear();
+  if (p.block_q != 0 && p.block_batch > 1) {
+    const size_t per_batch = static_cast<size_t>(p.block_heads) * p.q_blocks * p.k_blocks;
+    one.block_batch = 1;
+    one.block_visible.assign(p.block_visible.begin() + static_cast<std::ptrdiff_t>(s * per_batch),
+                             p.block_visible.begin() +
+                                 static_cast<std::ptrdiff_t>((s + 1) * per_batch));
+  }
+  return one;
+}
 
 bool AttentionProblem::block_visible_at(int b, int h, int i, int j) const {
   if (block_q == 0) return true;
@@ -293,7 +236,7 @@ int AttentionProblem::end_key(int i) const {
 
 ReferenceOutput reference_forward(const AttentionProblem& p, HostView q, HostView k, HostView v,
                                   int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = thread_count(threads);
   return p.cu_seqlens_q.empty() ? forward_fixed(p, q, k, v, threads)
                                 : forward_varlen(p, q, k, v, threads);
 }

@@ -45,6 +45,10 @@ struct AttentionProblem {
   double visible_pairs() const;
 };
 
+// Sequence s of a variable-length problem as a fixed-length problem of batch 1 (its own slice
+// of a per-batch block mask).
+AttentionProblem sequence_problem(const AttentionProblem& problem, int s);
+
 // The dense block matrix [q_blocks, k_blocks] of a spec's pattern (configs/README.md
 // defines each kind), written from the definitions, independently of the kernel's arithmetic.
 std::vector<uint8_t> pattern_block_matrix(const Spec& spec, int q_blocks, int k_blocks);

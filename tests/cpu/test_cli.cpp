@@ -182,6 +182,64 @@ TEST_CASE("cli: run without a GPU exits 3 and says compile works without one") {
   CHECK(scratch.run({"run", spec.string(), "--batch", "1"}).exit_code == 2);
 }
 
+TEST_CASE("cli: run checks the shape before it asks for a GPU (a bad one exits 2 anywhere)") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  for (const bool backward : {false, true}) {
+    std::vector<std::string> args = {"run",      spec.string(), "--batch",    "1",
+                                     "--heads",  "3",           "--heads-kv", "2",
+                                     "--seqlen-q", "17",        "--seqlen-k", "33"};
+    if (backward) args.push_back("--backward");
+    const CliResult result = scratch.run(args);
+    CHECK(result.exit_code == 2);
+    CHECK_MESSAGE(contains(result.err, "heads_q a multiple of heads_kv"), result.err);
+  }
+}
+
+TEST_CASE("cli: run --backward: help, options, no-GPU exit, do.npy checked against q.npy") {
+  using flashjit::verify::write_npy_f32;
+  Scratch scratch;
+  const CliResult help = scratch.run({"run", "--help"});
+  CHECK(contains(help.out, "--backward"));
+  CHECK(contains(help.out, "do.npy"));
+  CHECK(contains(help.out, "dq.npy"));
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const std::vector<std::string> shape = {"--batch", "1", "--heads", "2", "--seqlen-q", "17",
+                                          "--seqlen-k", "33"};
+  std::vector<std::string> args = {"run", spec.string(), "--deterministic-runs", "3"};
+  args.insert(args.end(), shape.begin(), shape.end());
+  CHECK(scratch.run(args).exit_code == 2);  // --deterministic-runs needs --backward
+  args.push_back("--backward");
+  const CliResult no_gpu = scratch.run(args);
+  if (no_gpu.exit_code != 3) {
+    MESSAGE("a GPU is present: run --backward returned ", no_gpu.exit_code,
+            "; the no-GPU path is untested");
+    return;
+  }
+  CHECK(contains(no_gpu.err, "no GPU"));
+
+  const fs::path dir = scratch.path("inputs");
+  fs::create_directories(dir);
+  const auto write = [&](const char* name, std::vector<int64_t> dims) {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= d;
+    write_npy_f32((dir / name).string(), dims, std::vector<float>(count, 0.5f));
+  };
+  write("q.npy", {2, 17, 4, 64});
+  write("k.npy", {2, 33, 2, 64});
+  write("v.npy", {2, 33, 2, 64});
+  write("do.npy", {2, 17, 4, 64});
+  CHECK(scratch.run({"run", spec.string(), "--inputs", dir.string(), "--backward"}).exit_code ==
+        3);
+  write("do.npy", {2, 16, 4, 64});
+  const CliResult seqlen =
+      scratch.run({"run", spec.string(), "--inputs", dir.string(), "--backward"});
+  CHECK(seqlen.exit_code == 2);
+  CHECK_MESSAGE(contains(seqlen.err, "do.npy: seqlen (dimension 1) is 16"), seqlen.err);
+  // The forward reads no do.npy.
+  CHECK(scratch.run({"run", spec.string(), "--inputs", dir.string()}).exit_code == 3);
+}
+
 TEST_CASE("cli: run --inputs checks the arrays against the spec and each other") {
   using flashjit::verify::write_npy_f32;
   Scratch scratch;
