@@ -61,16 +61,15 @@ class FlashjitCall:
 
 # ---------------------------------------------------------------- the first calls
 
-def _first_calls(torch, fj, runtime, shape: grid_lib.Shape, key) -> tuple:
-    """(kernel or None, info): the kernel of `key` (one of `shape`'s) after one forward and
-    one backward on small inputs; info holds the wall ms of both, or the error of the one
-    that failed."""
+def _first_calls(torch, fj, runtime, shape: grid_lib.Shape) -> tuple:
+    """(kernel or None, info): the kernel of `shape` after one forward and one backward on
+    small inputs; info holds the wall ms of both, or the error of the one that failed."""
     dt = _dtype(torch, shape.dtype)
     h, s = shape.heads, COMPILE_SEQLEN
     q, k = (torch.randn(1, s, h, shape.dqk, dtype=dt, device="cuda") for _ in range(2))
     v, d_o = (torch.randn(1, s, h, shape.dv, dtype=dt, device="cuda") for _ in range(2))
     try:
-        kernel = runtime.kernel(key.spec_yaml())
+        kernel = runtime.kernel(shape.kernel_key.spec_yaml())
     except fj.FlashjitError as e:
         return None, {"error": str(e)}
     info = {}
@@ -97,12 +96,11 @@ def prepare_kernels(torch, fj, runtime, shapes: list, workers: int) -> tuple[dic
     """({kernel key: kernel}, {kernel key: first-call info}) for every shape's kernel, the
     first calls made in a thread pool (ctypes releases the GIL: NVRTC runs in parallel)."""
     firsts = {}
-    for shape in shapes:  # each shape's kernel, and its deterministic backward's
+    for shape in shapes:
         firsts.setdefault(shape.kernel_key, shape)
-        firsts.setdefault(shape.kernel_key.as_deterministic(), shape)
     kernels, info = {}, {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        calls = {key: pool.submit(_first_calls, torch, fj, runtime, shape, key)
+        calls = {key: pool.submit(_first_calls, torch, fj, runtime, shape)
                  for key, shape in firsts.items()}
         for done, (key, future) in enumerate(calls.items(), 1):
             kernel, info[key] = future.result()
@@ -196,27 +194,7 @@ def _run_flashjit(torch, timing, fj, kernel, row: dict, q, k, v, d_o, scale: flo
     return call.grads
 
 
-def _time_deterministic(torch, timing, fj, kernel, row: dict, q, k, v, d_o, scale: float):
-    """The deterministic backward (backward.deterministic: true) on the same inputs, timed
-    alone: its TFLOP/s and its ratio to the default backward's, in the same run."""
-    fjrow = row["flashjit"]
-    call = FlashjitCall(torch, kernel, q, k, v, d_o, scale)
-    try:
-        call.forward()
-        backward = call.backward()
-        backward()
-        torch.cuda.synchronize()
-        ms = timing.median_ms(backward)
-        fjrow["det_ms"] = ms
-        fjrow["det_tflops"] = row["flops"] / ms / 1e9
-        if "ms" in fjrow:
-            fjrow["det_ratio"] = fjrow["ms"] / ms
-    except fj.FlashjitError as e:
-        fjrow["det_error"] = str(e)
-
-
-def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, det_kernel,
-              seed: int) -> dict:
+def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed: int) -> dict:
     row = new_row(shape)
     dt = _dtype(torch, shape.dtype)
     b, s, h = shape.batch, shape.seqlen, shape.heads
@@ -232,8 +210,6 @@ def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, det_k
         got = _run_flashjit(torch, timing, fj, kernel, row, q, k, v, d_o, scale)
         if got is not None:
             grads["flashjit"] = got
-    if det_kernel is not None:
-        _time_deterministic(torch, timing, fj, det_kernel, row, q, k, v, d_o, scale)
     # The grid's seqlen_q == seqlen_k: SDPA's top-left is_causal equals bottom-right causal.
     from torch.nn.attention import SDPBackend
     members = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
@@ -336,7 +312,7 @@ def run(torch, fj, lib, args) -> int:
             fatal = None
             try:
                 row = run_shape(torch, timing, reference, fj, shape, kernels.get(key),
-                                kernels.get(key.as_deterministic()), args.seed + i)
+                                args.seed + i)
             except Exception as e:  # one shape's failure is reported in its row, not a crash
                 row = failed_row(shape, e)
                 if isinstance(e, torch.cuda.OutOfMemoryError):

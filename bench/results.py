@@ -189,8 +189,8 @@ def _best_torch_errors(row: dict) -> dict | None:
 
 def backward_table(rows: list[dict]) -> str:
     head = ("| dqk/dv | seqlen | causal | B×H | flashjit fwd TFLOP/s | flashjit bwd ms "
-            "| flashjit bwd TFLOP/s | deterministic TFLOP/s (× default) | cudnn | flash "
-            "| efficient | vs best | vs cuDNN | max err dQ / dK / dV (best torch) |")
+            "| flashjit bwd TFLOP/s | cudnn | flash | efficient | vs best | vs cuDNN "
+            "| max err dQ / dK / dV (best torch) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         fj = r["flashjit"]
@@ -201,14 +201,12 @@ def backward_table(rows: list[dict]) -> str:
             backward = [f"{fj['ms']:.3f}", f"{fj['tflops']:.0f}{mark}"]
         else:
             backward = ["error", "—"]
-        det = (f"{fj['det_tflops']:.0f} ({fj['det_ratio']:.2f}×)" if "det_ratio" in fj
-               else f"{fj['det_tflops']:.0f}" if "det_tflops" in fj else "—")
         err = _grad_errors(fj.get("err"))
         torch_err = _grad_errors(_best_torch_errors(r))
         if torch_err:
             err += f" ({torch_err})"
         cells = [dims, str(r["seqlen"]), "yes" if r["causal"] else "no",
-                 f"{r['batch']}×{r['heads']}", forward, *backward, det,
+                 f"{r['batch']}×{r['heads']}", forward, *backward,
                  *(_tflops(r["torch"].get(b)) for b in BACKWARD_BACKENDS),
                  _ratio(r.get("ratio_best")), _ratio(r.get("ratio_cudnn")), err]
         lines.append("| " + " | ".join(cells) + " |")

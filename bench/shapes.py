@@ -59,12 +59,11 @@ class KernelKey:
     dqk: int
     dv: int
     causal: bool
-    deterministic: bool = False  # backward.deterministic: the separate dQ kernel
 
     @property
     def name(self) -> str:
         return (f"bench_{self.dtype}_qk{self.dqk}_v{self.dv}"
-                f"{'_causal' if self.causal else ''}{'_det' if self.deterministic else ''}")
+                f"{'_causal' if self.causal else ''}")
 
     def spec_yaml(self) -> str:
         # The YAML schema of configs/README.md; tiles and arch left to flashjit.
@@ -72,11 +71,7 @@ class KernelKey:
                 f"head_dim_qk: {self.dqk}\n"
                 f"head_dim_v: {self.dv}\n"
                 f"dtype: {self.dtype}\n"
-                f"causal: {'true' if self.causal else 'false'}\n"
-                f"backward: {{deterministic: {'true' if self.deterministic else 'false'}}}\n")
-
-    def as_deterministic(self) -> "KernelKey":
-        return KernelKey(self.dtype, self.dqk, self.dv, self.causal, True)
+                f"causal: {'true' if self.causal else 'false'}\n")
 
 
 def visible_pairs(seqlen_q: int, seqlen_k: int, causal: bool) -> int:

@@ -158,7 +158,7 @@ class Table(unittest.TestCase):
                  "message": "flashjit usage error: no kernel path serves the backward"}]
         text = results.backward_markdown(env, [ok, bad], spot, 1.0)
         self.assertIn("- NOT SERVED bf16 d64 b2 h4/4 s128x128 full: flashjit usage error", text)
-        self.assertIn("| 64 | 16384 | no | 1×32 | 450 | 2.500 | 2199 | — | 300 | — | 100 | 7.33× "
+        self.assertIn("| 64 | 16384 | no | 1×32 | 450 | 2.500 | 2199 | 300 | — | 100 | 7.33× "
                       "| 7.33× | 1.0e-03 / 2.0e-03 / 3.0e-03 (1.0e-03 / 1.0e-03 / 1.0e-03) |",
                       text)
         self.assertIn("| 100 | 16384 | no | 1×20 | 226 | error | — |", text)
