@@ -7,27 +7,8 @@
 namespace flashjit::gen {
 namespace {
 
-bool serves_deterministic(const Spec& spec, const std::string& target, const CallTraits&) {
-  return spec.deterministic && is_known_target(target);
-}
-
-bool serves_atomic(const Spec& spec, const std::string& target, const CallTraits&) {
-  return !spec.deterministic && is_known_target(target);
-}
-
-// The dS^T tile the dQ product reads (Sm80BwdDkDvLayoutOf::kDsElems).
-int ds_bytes(const PaddedDims& dims, const Tiles& t) {
-  return dims.element_bytes * t.block_n * conflict_free_stride(t.block_m, dims.element_bytes);
-}
-
-int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
-  return bwd_dkdv_shared_bytes(dims, t) + ds_bytes(dims, t);
-}
-
-std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
-                                  const std::string& target) {
-  const std::string problem = bwd_dkdv_tiles_problem(dims, t, target);
-  return problem.empty() ? shared_memory_problem(shared_bytes_with_dq(dims, t), target) : problem;
+bool serves(const Spec&, const std::string& target, const CallTraits&) {
+  return is_known_target(target);
 }
 
 // Preferred first. Eight warps (128 keys a CTA) and 64 query rows a step are
@@ -42,7 +23,7 @@ constexpr Tiles kPreferred[] = {
 Tiles default_tiles(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   for (const Tiles& t : kPreferred)
-    if (tiles_problem_with_dq(dims, t, target).empty() && mask_tiles_problem(spec, t).empty())
+    if (bwd_dkdv_tiles_problem(dims, t, target).empty() && mask_tiles_problem(spec, t).empty())
       return t;
   throw Error(ErrorKind::Usage,
               fmt::format("no dK/dV tile configuration fits head dims {}/{} on {}",
@@ -60,9 +41,9 @@ std::string extra_source(const Plan&) { return ""; }
 std::string entry(const Plan& plan) {
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
-      "  fj::bwd_dkdv_sm80<KernelConfig, /*kDqAtomic=*/{}>(params);\n"
+      "  fj::bwd_dkdv_sm80<KernelConfig>(params);\n"
       "}}\n",
-      plan.threads, plan.kernel_name, plan.path->id == KernelPath::BwdDkDvDqSm80);
+      plan.threads, plan.kernel_name);
 }
 
 }  // namespace
@@ -100,30 +81,6 @@ std::string bwd_dkdv_tiles_problem(const PaddedDims& dims, const Tiles& t,
   return shared_memory_problem(bwd_dkdv_shared_bytes(dims, t), target);
 }
 
-const KernelPathInfo kBwdDkDvDqSm80Path = {
-    .id = KernelPath::BwdDkDvDqSm80,
-    .name = "bwd_dkdv_dq_sm80",
-    .label = "sm80",
-    .kernel_prefix = "fa_bwd_dkdvq",
-    .step = Step::BwdDkDv,
-    .template_file = "kernels/bwd_dkdv_sm80.cuh",
-    .layout = "fj::Sm80BwdDkDvDqLayout",
-    .persistent_grid = false,
-    .tma_loads = false,
-    .grid_over = GridOver::KeyRows,
-    .serves = serves_atomic,
-    .default_tiles = default_tiles,
-    .tiles_problem = tiles_problem_with_dq,
-    .tiles_in_mask_blocks = true,
-    .column_split = bwd_dkdv_column_split,
-    .shared_bytes = shared_bytes_with_dq,
-    .tuning_grid = tuning_grid,
-    .tuning_problem = tuning_problem,
-    .tiles_label = gen::tiles_label,
-    .extra_source = extra_source,
-    .entry = entry,
-};
-
 const KernelPathInfo kBwdDkDvSm80Path = {
     .id = KernelPath::BwdDkDvSm80,
     .name = "bwd_dkdv_sm80",
@@ -135,7 +92,7 @@ const KernelPathInfo kBwdDkDvSm80Path = {
     .persistent_grid = false,
     .tma_loads = false,
     .grid_over = GridOver::KeyRows,
-    .serves = serves_deterministic,
+    .serves = serves,
     .default_tiles = default_tiles,
     .tiles_problem = bwd_dkdv_tiles_problem,
     .tiles_in_mask_blocks = true,

@@ -1,14 +1,11 @@
-// The backward's dK/dV kernel with mma.sync, ldmatrix and cp.async
-// (templates/kernels/bwd_dkdv_sm80.cuh), on every target, as two paths: bwd_dkdv_dq_sm80 also
-// adds dQ to an fp32 accumulator with atomics (backward.deterministic false), bwd_dkdv_sm80
-// leaves dQ to the bwd_dq_sm80 kernel (deterministic).
+// The bwd_dkdv_sm80 path: the backward's dK/dV kernel with mma.sync, ldmatrix and cp.async
+// (templates/kernels/bwd_dkdv_sm80.cuh), deterministic, on every target.
 #pragma once
 
 #include "generator/kernel_path.h"
 
 namespace flashjit::gen {
 
-extern const KernelPathInfo kBwdDkDvDqSm80Path;
 extern const KernelPathInfo kBwdDkDvSm80Path;
 
 // The columns a CTA holds: dK and dV of its 16 keys a warp, at most kBwdDkDvMaxColumns of

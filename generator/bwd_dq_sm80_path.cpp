@@ -7,9 +7,8 @@
 namespace flashjit::gen {
 namespace {
 
-// The deterministic backward's dQ; otherwise the dK/dV kernel adds dQ up with atomics.
-bool serves(const Spec& spec, const std::string& target, const CallTraits&) {
-  return spec.deterministic && is_known_target(target);
+bool serves(const Spec&, const std::string& target, const CallTraits&) {
+  return is_known_target(target);
 }
 
 // Preferred first: more rows a CTA read each K/V tile for more of them; narrower key tiles

@@ -1,5 +1,5 @@
 // The bwd_dq_sm80 path: the backward's dQ kernel with mma.sync, ldmatrix and cp.async
-// (templates/kernels/bwd_dq_sm80.cuh), for a deterministic backward, on every target.
+// (templates/kernels/bwd_dq_sm80.cuh), deterministic, on every target.
 #pragma once
 
 #include "generator/kernel_path.h"

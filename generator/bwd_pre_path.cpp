@@ -38,9 +38,9 @@ std::string extra_source(const Plan&) { return ""; }
 std::string entry(const Plan& plan) {
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
-      "  fj::bwd_pre<KernelConfig, /*kZeroDqAccum=*/{}>(params);\n"
+      "  fj::bwd_pre<KernelConfig>(params);\n"
       "}}\n",
-      plan.threads, plan.kernel_name, !plan.spec.deterministic);
+      plan.threads, plan.kernel_name);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
-// The bwd_pre path: the backward's first launch, D = rowsum(dO * O) for every query row, and
-// the zeroed dQ accumulator of a non-deterministic backward (templates/kernels/bwd_pre.cuh),
-// on every target.
+// The bwd_pre path: the backward's first launch, D = rowsum(dO * O) for every query row
+// (templates/kernels/bwd_pre.cuh), on every target.
 #pragma once
 
 #include "generator/kernel_path.h"

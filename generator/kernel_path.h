@@ -17,15 +17,7 @@ namespace flashjit::gen {
 struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
-enum class KernelPath {
-  FwdSm90,
-  FwdSm80,
-  BwdPre,
-  BwdDkDvDqSm80,
-  BwdDkDvSm80,
-  BwdDqSm80,
-  BwdDqConvert,
-};
+enum class KernelPath { FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80 };
 
 // What the runtime runs for a public call; each is a list of launches of paths.
 enum class Operation { Forward, Backward, Decode };

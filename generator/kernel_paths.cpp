@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 
 #include "generator/bwd_dkdv_sm80_path.h"
-#include "generator/bwd_dq_convert_path.h"
 #include "generator/bwd_dq_sm80_path.h"
 #include "generator/bwd_pre_path.h"
 #include "generator/fwd_sm80_path.h"
@@ -13,10 +12,8 @@ namespace flashjit::gen {
 namespace {
 
 // In the order of preference: a call takes the first path that serves it.
-constexpr const KernelPathInfo* kPaths[] = {
-    &kFwdSm90Path,     &kFwdSm80Path,   &kBwdPrePath,         &kBwdDkDvDqSm80Path,
-    &kBwdDkDvSm80Path, &kBwdDqSm80Path, &kBwdDqConvertPath,
-};
+constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path, &kFwdSm80Path, &kBwdPrePath,
+                                            &kBwdDkDvSm80Path, &kBwdDqSm80Path};
 
 }  // namespace
 

@@ -52,7 +52,7 @@ void check_backward_args(const Spec& spec, const BackwardArgs& args) {
   check_strides("d_k", args.d_k_stride, strided_batch, f.seqlen_k, f.heads_kv);
   check_strides("d_v", args.d_v_stride, strided_batch, f.seqlen_k, f.heads_kv);
   if (args.workspace != nullptr) {
-    const size_t need = workspace_bytes(backward_scratch(spec, f));
+    const size_t need = workspace_bytes(backward_scratch(f));
     require(args.workspace_bytes >= need,
             fmt::format("workspace_bytes = {} is less than the {} bytes this call needs "
                         "(Kernel::backward_workspace_bytes)",
@@ -62,22 +62,16 @@ void check_backward_args(const Spec& spec, const BackwardArgs& args) {
   }
 }
 
-std::vector<ScratchBuffer> backward_scratch(const Spec& spec, const ForwardArgs& args) {
+std::vector<ScratchBuffer> backward_scratch(const ForwardArgs& args) {
   // With cu_seqlens the rows are the packed total, which the host may not know: the batch
   // of longest sequences bounds it.
   const size_t rows = args.cu_seqlens_q != nullptr && args.total_q > 0
                           ? static_cast<size_t>(args.total_q)
                           : static_cast<size_t>(args.batch) * static_cast<size_t>(args.seqlen_q);
-  const size_t row_heads = rows * static_cast<size_t>(args.heads_q);
-  std::vector<ScratchBuffer> scratch = {{"d_rows", sizeof(float) * row_heads}};
-  if (!spec.deterministic)
-    scratch.push_back({"dq_accum", sizeof(float) * row_heads * spec.head_dim_qk});
-  return scratch;
+  return {{"d_rows", sizeof(float) * rows * static_cast<size_t>(args.heads_q)}};
 }
 
 BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* workspace) {
-  const std::vector<ScratchBuffer> scratch = backward_scratch(spec, args.forward);
-  const std::vector<void*> buffers = scratch_pointers(scratch, workspace);
   BwdParams params{};
   fill_attn_params(params, spec, args.forward);
   params.d_o = args.d_o;
@@ -96,8 +90,7 @@ BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* work
   params.dv_batch_stride = args.d_v_stride.batch;
   params.dv_seq_stride = args.d_v_stride.seq;
   params.dv_head_stride = args.d_v_stride.head;
-  params.d_rows = static_cast<float*>(buffers[0]);
-  params.dq_accum = buffers.size() > 1 ? static_cast<float*>(buffers[1]) : nullptr;
+  params.d_rows = static_cast<float*>(workspace);
   return params;
 }
 

@@ -16,9 +16,8 @@ namespace flashjit::rt {
 void check_backward_args(const Spec& spec, const BackwardArgs& args);
 
 // The scratch the backward's launches pass between them, sized from the call: D (one float a
-// query row and head, in LSE's layout) and, unless the spec is deterministic, the fp32 dQ
-// accumulator (head_dim_qk floats a query row and head).
-std::vector<ScratchBuffer> backward_scratch(const Spec& spec, const ForwardArgs& args);
+// query row and head, in LSE's layout).
+std::vector<ScratchBuffer> backward_scratch(const ForwardArgs& args);
 
 // The launches' parameters; `workspace` holds backward_scratch's buffers in order.
 BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* workspace);

@@ -77,16 +77,17 @@ class JitKernel final : public Kernel {
     const LoadedOperation& op =
         operation_for(gen::Operation::Backward, rt::backward_call_traits(spec_, args), Tiles{});
     rt::Driver& driver = rt::Driver::get(ordinal_);
-    const size_t workspace_bytes = rt::workspace_bytes(rt::backward_scratch(spec_, args.forward));
+    const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(args.forward);
     // Without a caller's workspace, stream-ordered memory: no synchronisation, and safe when
     // several streams run backwards at once.
     rt::StreamScratch owned;
     void* workspace = args.workspace;
     if (workspace == nullptr) {
-      owned = rt::StreamScratch(driver, workspace_bytes, stream);
+      owned = rt::StreamScratch(driver, rt::workspace_bytes(scratch), stream);
       workspace = owned.get();
     }
-    BwdParams params = rt::make_bwd_params(spec_, args, workspace);
+    const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
+    BwdParams params = rt::make_bwd_params(spec_, args, buffers[0]);
     void* kernel_params[] = {&params};
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
@@ -97,7 +98,7 @@ class JitKernel final : public Kernel {
   }
 
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
-    return rt::workspace_bytes(rt::backward_scratch(spec_, args.forward));
+    return rt::workspace_bytes(rt::backward_scratch(args.forward));
   }
 
   const Spec& spec() const override { return spec_; }

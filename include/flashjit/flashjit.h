@@ -86,9 +86,10 @@ struct Spec {
   // 16-byte aligned tensors; other calls run the sm80 kernel); false keeps the sm80 kernel.
   // Other targets always run the sm80 kernel.
   bool warp_specialization = true;
-  // backward.deterministic: bitwise-identical dQ, dK, dV on every run and stream (dQ by a
-  // kernel of its own that walks the key blocks in order); false sums dQ with fp32 atomics
-  // inside the dK/dV kernel, which is faster and varies in the last bits between runs.
+  // backward.deterministic: Kernel::backward must give bitwise-identical dQ, dK, dV on every
+  // run and stream. false lets a path trade that for speed (dQ summed with atomics); today's
+  // backward is deterministic either way: its separate dQ kernel measured faster on an H200
+  // than dQ added up with atomics in the dK/dV kernel (bench/NOTES.md, entry 18).
   bool deterministic = false;
   Tiles tiles;                       // auto unless given
   // Block masks. block_sparse: the mask block of the run-time layout is block_q query rows by
@@ -186,8 +187,8 @@ BlockLayout block_layout_from_dense(const std::vector<uint8_t>& visible, int bat
 // The backward pass's arguments: the forward's inputs, output and LSE as the forward had them,
 // the output's gradient dO (O's layout) in, and dQ, dK, dV out in Q's, K's and V's layouts
 // (dK/dV summed over the query heads of a GQA group). Every dQ, dK and dV element is written,
-// zero where no visible (query, key) pair reaches it. dK and dV are always deterministic; dQ
-// is too with Spec::deterministic.
+// zero where no visible (query, key) pair reaches it. With Spec::deterministic the gradients
+// are bitwise the same on every run and stream (today they are without it too).
 struct BackwardArgs {
   ForwardArgs forward;  // q, k, v, o and lse (required), shape, strides, masks, varlen
   const void* d_o = nullptr;

@@ -13,19 +13,12 @@
 // kDvSplits CTAs per key block: split s writes dK columns s*kDkSlice.. and dV columns
 // s*kDvSlice.., recomputing S and dP.
 //
-// With kDqAtomic (the non-deterministic backward) the CTA also adds its share of dQ = dS K
-// to an fp32 accumulator: dS^T goes to shared memory, and after a barrier the warps share
-// the tile's 16x16 blocks of dQ (this split's dK columns), each reading dS with ldmatrix
-// .trans and adding its block with atomics. The order of those additions varies between
-// runs, so dQ's last bits do too; dK and dV do not.
-//
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
 // kBlockM (queries a step), kBlockN (keys a CTA, 16 * kWarps), kWarps, kStages, kAlign and the
 // mask constants.
 #pragma once
 
 #include "../arch/sm80.cuh"
-#include "../attn/dq_accum.cuh"
 #include "../attn/epilogue.cuh"
 #include "../attn/key_blocks.cuh"
 #include "../attn/mask.cuh"
@@ -37,8 +30,8 @@
 
 namespace fj {
 
-template <class Cfg, bool kDqAtomic>
-struct Sm80BwdDkDvLayoutOf {
+template <class Cfg>
+struct Sm80BwdDkDvLayout {
   using Element = typename Cfg::Element;
   static constexpr int kThreads = Cfg::kWarps * 32;
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
@@ -50,13 +43,9 @@ struct Sm80BwdDkDvLayoutOf {
   static constexpr int kVElems = Cfg::kBlockN * kVStride;
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
   static constexpr int kDoElems = Cfg::kBlockM * kVStride;
-  // dS^T (keys x queries) for the dQ product, with kDqAtomic.
-  static constexpr int kDsStride = conflict_free_stride<Element::kBytes>(Cfg::kBlockM);
-  static constexpr int kDsElems = kDqAtomic ? Cfg::kBlockN * kDsStride : 0;
-  // K, V, (dS^T), then per stage the Q and dO tiles, then the rows' LSE (log2 domain) and D
-  // as floats.
+  // Per stage: the Q and dO tiles, then the rows' LSE (log2 domain) and D as floats.
   static constexpr int kSharedBytes =
-      Element::kBytes * (kKElems + kVElems + kDsElems + Cfg::kStages * (kQElems + kDoElems)) +
+      Element::kBytes * (kKElems + kVElems + Cfg::kStages * (kQElems + kDoElems)) +
       Cfg::kStages * Cfg::kBlockM * 2 * 4;
 
   static_assert(Cfg::kBlockN == 16 * Cfg::kWarps, "each warp owns one m16 tile of keys");
@@ -68,13 +57,8 @@ struct Sm80BwdDkDvLayoutOf {
 };
 
 template <class Cfg>
-using Sm80BwdDkDvLayout = Sm80BwdDkDvLayoutOf<Cfg, false>;
-template <class Cfg>
-using Sm80BwdDkDvDqLayout = Sm80BwdDkDvLayoutOf<Cfg, true>;
-
-template <class Cfg, bool kDqAtomic>
 __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
-  using L = Sm80BwdDkDvLayoutOf<Cfg, kDqAtomic>;
+  using L = Sm80BwdDkDvLayout<Cfg>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
   using Mma = WarpMma<Element>;
@@ -85,8 +69,7 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Storage* s_k = reinterpret_cast<Storage*>(smem_raw);
   Storage* s_v = s_k + L::kKElems;
-  Storage* s_ds = s_v + L::kVElems;
-  Storage* s_q = s_ds + L::kDsElems;
+  Storage* s_q = s_v + L::kVElems;
   Storage* s_do = s_q + kStages * L::kQElems;
   float* s_lse = reinterpret_cast<float*>(s_do + kStages * L::kDoElems);  // [stage][kBM]
   float* s_d = s_lse + kStages * kBM;
@@ -181,46 +164,6 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
   for (int t = 0; t < L::kDvTiles; ++t)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc_dv[t][e] = 0.f;
-
-  // dQ += dS K for the query tile at m0 of `head`, this split's columns: the tile's 16x16
-  // blocks are shared out over the warps, each summed over the block's keys in registers and
-  // added to the fp32 accumulator.
-  auto add_dq_blocks = [&](const Storage* ds, int head, int m0, int col0, int cols) {
-    constexpr int kColBlocks = Cfg::kDkSlice / 16;
-#pragma unroll 1
-    for (int unit = warp; unit < (kBM / 16) * kColBlocks; unit += Cfg::kWarps) {
-      const int mt = unit / kColBlocks, ct = unit % kColBlocks;
-      if (ct * 16 >= cols) continue;
-      float acc[2][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        // A = dS (queries x keys), read transposed from dS^T: matrix lane/8 of ldmatrix is
-        // rows (queries) +8*(m%2), columns (keys) +8*(m/2).
-        u32 a[4];
-        const int m = lane / 8;
-        ldmatrix_x4_trans(a, smem_u32(ds + (kk * 16 + (m / 2) * 8 + lane % 8) * L::kDsStride +
-                                      mt * 16 + (m % 2) * 8));
-        u32 b[4];
-        const int row = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4_trans(b, smem_u32(s_k + row * L::kQkStride + col0 + ct * 16 + (lane / 16) * 8));
-        Mma::m16n8k16(acc[0], a, b[0], b[1]);
-        Mma::m16n8k16(acc[1], a, b[2], b[3]);
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = m0 + mt * 16 + lane / 4 + half * 8;
-        if (r >= seqlen_q) continue;
-        float* accum = dq_accum_row<Cfg>(p, batch, q_start, head, r) + col0;
-#pragma unroll
-        for (int t = 0; t < 2; ++t)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = ct * 16 + t * 8 + (lane % 4) * 2 + e;
-            if (c < cols) atomicAdd(accum + c, acc[t][half * 2 + e]);
-          }
-      }
-    }
-  };
 
   const int key_row = warp * 16;  // this warp's keys within the block
   for (int j = 0; j < n_steps; ++j) {
@@ -327,15 +270,6 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
         const int c = t * 8 + (lane % 4) * 2 + e % 2;
         dp[t][e] = s[t][e] * (dp[t][e] - d_rows[c]);
       }
-    if constexpr (kDqAtomic) {
-#pragma unroll
-      for (int t = 0; t < kQT; ++t)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          *reinterpret_cast<u32*>(s_ds + (key_row + lane / 4 + half * 8) * L::kDsStride + t * 8 +
-                                  (lane % 4) * 2) =
-              Element::pack(dp[t][half * 2], dp[t][half * 2 + 1]);
-    }
 
     // ---- dK += dS^T Q (this split's dK columns; the scale is applied once, at the end)
 #pragma unroll
@@ -354,10 +288,6 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
         Mma::m16n8k16(acc_dk[2 * op], a, b[0], b[1]);
         Mma::m16n8k16(acc_dk[2 * op + 1], a, b[2], b[3]);
       }
-    }
-    if constexpr (kDqAtomic) {
-      __syncthreads();  // every warp's dS^T is in shared memory
-      add_dq_blocks(s_ds, step_head(j), m0, dk_col0, dk_cols);
     }
   }
   cp_async_wait<0>();  // only empty groups can remain; leave none in flight at exit

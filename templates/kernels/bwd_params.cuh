@@ -16,8 +16,4 @@ struct BwdParams : AttnParams {
   long long dv_batch_stride, dv_seq_stride, dv_head_stride;
   // D = rowsum(dO * O) in fp32, in LSE's layout (the bwd_pre launch writes it).
   float* d_rows;
-  // Non-deterministic backward: dQ / softmax_scale summed in fp32 with atomics, [rows,
-  // heads_q, head_dim_qk] with rows batch * seqlen_q (or the packed total_q); bwd_pre zeroes
-  // it, the dK/dV kernel adds to it, bwd_dq_convert writes dQ from it. Null otherwise.
-  float* dq_accum;
 };

@@ -3,14 +3,10 @@
 // its lanes a share of the V columns each; memory-bound, so elements are read one by one at
 // whatever alignment the call has.
 //
-// With kZeroDqAccum (the non-deterministic backward) it also zeroes the rows' fp32 dQ
-// accumulator, which the dK/dV kernel then adds to.
-//
-// Config: Element, kHeadDimQk, kHeadDimV, kBlockM (rows a CTA), kWarps, kVarlen.
+// Config: Element, kHeadDimV, kBlockM (rows a CTA), kWarps, kVarlen.
 #pragma once
 
 #include "../arch/common.cuh"
-#include "../attn/dq_accum.cuh"
 #include "../attn/mask.cuh"  // the KernelConfig names its Pattern
 #include "../tile/element.cuh"
 #include "bwd_params.cuh"
@@ -24,7 +20,7 @@ struct BwdPreLayout {
   static_assert(Cfg::kBlockM % Cfg::kWarps == 0, "each warp owns whole rows");
 };
 
-template <class Cfg, bool kZeroDqAccum>
+template <class Cfg>
 __device__ __forceinline__ void bwd_pre(const BwdParams& p) {
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
@@ -53,10 +49,6 @@ __device__ __forceinline__ void bwd_pre(const BwdParams& p) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     if (lane == 0) p.d_rows[d_row0 + r] = sum;
-    if constexpr (kZeroDqAccum) {
-      float* accum = dq_accum_row<Cfg>(p, batch, q_start, head, r);
-      for (int c = lane; c < Cfg::kHeadDimQk; c += 32) accum[c] = 0.f;
-    }
   }
 }
 

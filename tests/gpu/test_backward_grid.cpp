@@ -100,21 +100,4 @@ TEST_CASE("backward, deterministic: three runs bitwise equal") {
   check_cases(deterministic_cases(), 3, Mode::Deterministic);
 }
 
-// The deterministic backward's own kernels (the separate dQ kernel) over the grid.
-TEST_CASE("backward, deterministic: every head dim on small shapes") {
-  check_cases(small_cases(), 0, Mode::Deterministic);
-}
-TEST_CASE("backward, deterministic: sliding windows") {
-  check_cases(window_cases(), 0, Mode::Deterministic);
-}
-TEST_CASE("backward, deterministic: block-sparse layouts") {
-  check_cases(block_sparse_cases(), 0, Mode::Deterministic);
-}
-TEST_CASE("backward, deterministic: compiled-in block patterns") {
-  check_cases(pattern_cases(), 0, Mode::Deterministic);
-}
-TEST_CASE("backward, deterministic: variable-length batches") {
-  check_cases(varlen_cases(), 0, Mode::Deterministic);
-}
-
 }  // namespace flashjit::gpu_test
