@@ -145,9 +145,10 @@ Artifact decode_artifact(std::string_view bytes) {
   if (a.align_bytes != 2 && a.align_bytes != 4 && a.align_bytes != 8 && a.align_bytes != 16)
     throw corrupt(fmt::format("field align_bytes: {} is not 2, 4, 8 or 16", a.align_bytes));
   a.tiles.block_m = in.number("block_m", 1, kMaxTile);
-  a.tiles.block_n = in.number("block_n", 1, kMaxTile);
+  // 0: a path without key tiles or a pipeline (the backward's row passes, bwd_pre).
+  a.tiles.block_n = in.number("block_n", 0, kMaxTile);
   a.tiles.warps = in.number("warps", 1, kMaxTile);
-  a.tiles.stages = in.number("stages", 1, kMaxTile);
+  a.tiles.stages = in.number("stages", 0, kMaxTile);
   a.cubin = in.text("cubin", kMaxCodeBytes);
   check_cubin(a.cubin);
   a.ptx = in.text("ptx", kMaxCodeBytes);

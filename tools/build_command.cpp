@@ -8,7 +8,8 @@
 // and padded ones; `--align all` adds every variant. On sm_90a each alignment comes as the
 // warp-specialised kernel (tensors TMA can load) and, for `all` or a list, also as the sm80
 // kernel that serves the others. A call needing a variant the bundle lacks is an error under
-// RuntimeOptions::require_prebuilt, otherwise a JIT compile.
+// RuntimeOptions::require_prebuilt, otherwise a JIT compile. `--backward` adds the
+// backward's kernels (D pre-pass, dK/dV, dQ) for each target and alignment.
 #include <algorithm>
 #include <future>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/kernel_compiler.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/operation.h"
 #include "runtime/tune_db.h"
 #include "runtime/tune_key.h"
 #include "tools/command.h"
@@ -42,6 +44,7 @@ struct BuildOptions {
   std::string tune_db;
   std::string output;
   bool json = false;
+  bool backward = false;
 };
 
 struct Job {
@@ -137,6 +140,13 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
           }
         }
       }
+      if (!options.backward) continue;
+      for (int align : alignments_for(spec, options.align))
+        for (gen::Plan& plan :
+             rt::plan_backward(spec, target, {.align_bytes = align, .tma_loadable = false})
+                 .launches)
+          if (names.insert(plan.target + "/" + plan.kernel_name).second)
+            jobs.push_back({file, std::move(plan)});
     }
   }
   return jobs;
@@ -223,6 +233,9 @@ Command add_build_command(CLI::App& parent) {
       ->check(CLI::ExistingFile);
   app->add_option("-o,--output", options->output, "bundle file to write")->required();
   app->add_flag("--json", options->json, "print the manifest as JSON");
+  app->add_flag("--backward", options->backward,
+                "also the backward's kernels (D pre-pass, dK/dV, dQ) for every target and "
+                "alignment");
   return {app, [options] { return run_build(*options); }};
 }
 

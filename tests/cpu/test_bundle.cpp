@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "runtime/bundle.h"
 #include "runtime/kernel_compiler.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/operation.h"
 #include "runtime_test_support.h"
 
 using flashjit::Error;
@@ -248,6 +250,24 @@ TEST_CASE("flashjit build: a bundle with the 16-byte and natural variants, its m
                 "compile " + spec + " --arch sm_80", out) == 4);
   CHECK(out.find("NVRTC could not be loaded: tried /nonexistent/libnvrtc.so") !=
         std::string::npos);
+}
+
+TEST_CASE("flashjit build --backward: the backward's three kernels beside the forward's, "
+          "for each alignment") {
+  TempDir dir;
+  const std::string bundle_path = (dir.path() / "hd100_bwd.fjb").string();
+  const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/examples/embed/hd100.yaml";
+  std::string out;
+  REQUIRE(run_cli("FLASHJIT_DISABLE_CACHE=1",
+                  "build " + spec + " --arch sm_80 --backward -o " + bundle_path, out) == 0);
+  const Bundle bundle = read_bundle(read_file(bundle_path), bundle_path);
+  REQUIRE(bundle.kernels.size() == 8);  // forward, pre, dK/dV, dQ at 16 and 8 bytes
+  std::set<std::string> names;
+  for (const Artifact& k : bundle.kernels) names.insert(k.kernel_name);
+  for (int align : {16, 8})
+    for (const auto& plan :
+         flashjit::rt::plan_backward(hd100(), "sm_80", {.align_bytes = align}).launches)
+      CHECK(names.count(plan.kernel_name) == 1);
 }
 
 TEST_CASE("flashjit build -o: a device node, a symlink or a folder is refused before any "
