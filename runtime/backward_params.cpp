@@ -14,18 +14,6 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw Error(ErrorKind::Shape, "backward: " + message);
 }
 
-void check_strides(const char* tensor, const TensorStrides& stride, int batch, int seqlen,
-                   int heads) {
-  const auto check = [&](const char* dim, int64_t value, int extent) {
-    require(extent <= 1 || value >= 1,
-            fmt::format("{}_stride.{} = {} must be >= 1 ({} has {} = {})", tensor, dim, value,
-                        tensor, dim, extent));
-  };
-  check("batch", stride.batch, batch);
-  check("seq", stride.seq, seqlen);
-  check("head", stride.head, heads);
-}
-
 }  // namespace
 
 void check_backward_args(const Spec& spec, const BackwardArgs& args) {
@@ -47,10 +35,10 @@ void check_backward_args(const Spec& spec, const BackwardArgs& args) {
                       "d_v={})",
                       e, args.d_o, args.d_q, args.d_k, args.d_v));
   const int strided_batch = f.cu_seqlens_q != nullptr ? 1 : f.batch;
-  check_strides("d_o", args.d_o_stride, strided_batch, f.seqlen_q, f.heads_q);
-  check_strides("d_q", args.d_q_stride, strided_batch, f.seqlen_q, f.heads_q);
-  check_strides("d_k", args.d_k_stride, strided_batch, f.seqlen_k, f.heads_kv);
-  check_strides("d_v", args.d_v_stride, strided_batch, f.seqlen_k, f.heads_kv);
+  check_tensor_strides("backward", "d_o", args.d_o_stride, strided_batch, f.seqlen_q, f.heads_q);
+  check_tensor_strides("backward", "d_q", args.d_q_stride, strided_batch, f.seqlen_q, f.heads_q);
+  check_tensor_strides("backward", "d_k", args.d_k_stride, strided_batch, f.seqlen_k, f.heads_kv);
+  check_tensor_strides("backward", "d_v", args.d_v_stride, strided_batch, f.seqlen_k, f.heads_kv);
   if (args.workspace != nullptr) {
     const size_t need = workspace_bytes(backward_scratch(f));
     require(args.workspace_bytes >= need,

@@ -14,17 +14,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw Error(ErrorKind::Shape, "forward: " + message);
 }
 
-// A stride only matters along a dimension that has more than one element.
 void check_strides(const char* tensor, const TensorStrides& stride, int batch, int seqlen,
                    int heads) {
-  const auto check = [&](const char* dim, int64_t value, int extent) {
-    require(extent <= 1 || value >= 1,
-            fmt::format("{}_stride.{} = {} must be >= 1 ({} has {} = {})", tensor, dim, value,
-                        tensor, dim, extent));
-  };
-  check("batch", stride.batch, batch);
-  check("seq", stride.seq, seqlen);
-  check("head", stride.head, heads);
+  check_tensor_strides("forward", tensor, stride, batch, seqlen, heads);
 }
 
 // The block-sparse layout and the varlen prefix sums (flashjit.h, ForwardArgs).
@@ -69,6 +61,19 @@ void check_mask_args(const Spec& spec, const ForwardArgs& a) {
 }
 
 }  // namespace
+
+void check_tensor_strides(const char* operation, const char* tensor, const TensorStrides& stride,
+                          int batch, int seqlen, int heads) {
+  const auto check = [&](const char* dim, int64_t value, int extent) {
+    if (extent > 1 && value < 1)
+      throw Error(ErrorKind::Shape,
+                  fmt::format("{}: {}_stride.{} = {} must be >= 1 ({} has {} = {})", operation,
+                              tensor, dim, value, tensor, dim, extent));
+  };
+  check("batch", stride.batch, batch);
+  check("seq", stride.seq, seqlen);
+  check("head", stride.head, heads);
+}
 
 void check_forward_args(const Spec& spec, const ForwardArgs& args) {
   require(args.q && args.k && args.v && args.o,

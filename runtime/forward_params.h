@@ -11,6 +11,11 @@ namespace flashjit::rt {
 // multiple of heads_kv, a non-positive size, ...).
 void check_forward_args(const Spec& spec, const ForwardArgs& args);
 
+// Throws Error(Shape) "<operation>: <tensor>_stride.<dim> = ..." for a stride below 1 along a
+// dimension of more than one element (the only dimensions whose stride matters).
+void check_tensor_strides(const char* operation, const char* tensor, const TensorStrides& stride,
+                          int batch, int seqlen, int heads);
+
 FwdParams make_fwd_params(const gen::Plan& plan, const ForwardArgs& args);
 
 // The parameters every attention kernel reads (AttnParams) from a forward call's arguments:

@@ -294,24 +294,28 @@ TEST_CASE("spec fields: the kernel's constants come from the spec") {
 }
 
 TEST_CASE("spec fields: check's printout is the one it had before the table") {
-  // Printed by main at 3a6d8d4 for the same specs: nested maps stay in flow style, in the
-  // table's order, with only the rows of the chosen pattern kind.
+  // Printed by main at 3a6d8d4 for the same specs, with the backward's map added since:
+  // nested maps stay in flow style, in the table's order, with only the rows of the chosen
+  // pattern kind.
   CHECK(Spec::from_yaml("head_dim_qk: 64\nhead_dim_v: 32\nmask: {pattern: {kind: global_local, "
                         "global_blocks: 2, window_blocks: 1, block: 256}}\n")
             .to_yaml() ==
         "name: qk64_v32_bf16_global2local1b256\nhead_dim_qk: 64\nhead_dim_v: 32\ndtype: bf16\n"
         "causal: false\nmask: {pattern: {kind: global_local, block: 256, global_blocks: 2, "
-        "window_blocks: 1}}\narch: auto\nhopper: {warp_specialization: true}\ntiles: auto\n");
+        "window_blocks: 1}}\narch: auto\nhopper: {warp_specialization: true}\n"
+        "backward: {deterministic: false}\ntiles: auto\n");
   CHECK(Spec::from_yaml("head_dim: 64\nmask: {pattern: {kind: strided, stride: 3}}\n"
                         "causal: true\narch: sm80\n")
             .to_yaml() ==
         "name: qk64_v64_bf16_causal_strided3b128\nhead_dim_qk: 64\nhead_dim_v: 64\n"
         "dtype: bf16\ncausal: true\nmask: {pattern: {kind: strided, block: 128, stride: 3}}\n"
-        "arch: sm80\nhopper: {warp_specialization: true}\ntiles: auto\n");
+        "arch: sm80\nhopper: {warp_specialization: true}\nbackward: {deterministic: false}\n"
+        "tiles: auto\n");
   CHECK(Spec::from_yaml("head_dim: 64\narch: sm90a\nhopper: {warp_specialization: false}\n"
                         "tiles: {block_m: 128, block_n: 128, warps: 12, stages: 2}\n")
             .to_yaml() ==
         "name: qk64_v64_bf16\nhead_dim_qk: 64\nhead_dim_v: 64\ndtype: bf16\ncausal: false\n"
         "mask: none\narch: sm90a\nhopper: {warp_specialization: false}\n"
+        "backward: {deterministic: false}\n"
         "tiles: {block_m: 128, block_n: 128, warps: 12, stages: 2}\n");
 }
