@@ -56,13 +56,13 @@ ColumnSplit bwd_dkdv_column_split(const PaddedDims& dims) {
 }
 
 int bwd_dkdv_accumulator_registers(const ColumnSplit& split, const Tiles& tiles) {
-  return tiles.block_m + (split.dk_slice + split.dv_slice) / 2;
+  return fj::budget::bwd_dkdv_sm80_accumulator_registers(split.dk_slice, split.dv_slice,
+                                                         tiles.block_m);
 }
 
 int bwd_dkdv_shared_bytes(const PaddedDims& dims, const Tiles& t) {
-  const int row = conflict_free_stride(dims.d_qk_pad, dims.element_bytes) +
-                  conflict_free_stride(dims.d_v_pad, dims.element_bytes);
-  return dims.element_bytes * row * (t.block_n + t.stages * t.block_m) + t.stages * t.block_m * 8;
+  return fj::budget::bwd_dkdv_sm80_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
+                                                t.block_m, t.block_n, t.stages);
 }
 
 std::string bwd_dkdv_tiles_problem(const PaddedDims& dims, const Tiles& t,

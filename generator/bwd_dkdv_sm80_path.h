@@ -3,6 +3,7 @@
 #pragma once
 
 #include "generator/kernel_path.h"
+#include "templates/tile/budgets.cuh"
 
 namespace flashjit::gen {
 
@@ -13,13 +14,11 @@ extern const KernelPathInfo kBwdDkDvSm80Path;
 inline constexpr int kBwdDkDvMaxColumns = 256;
 ColumnSplit bwd_dkdv_column_split(const PaddedDims& dims);
 
-// Accumulator registers a thread holds: block_m / 2 floats each of S^T and dP^T, and half
-// its dK and dV columns.
+// Accumulator registers a thread holds, and the most before ptxas spills
+// (templates/tile/budgets.cuh says how both were measured).
 int bwd_dkdv_accumulator_registers(const ColumnSplit& split, const Tiles& tiles);
-// Above this ptxas spills or sits at the edge: with NVRTC 13.0 for sm_90a, 192 (d128 m64
-// n128 w8) takes all 255 registers, and with wide heads the operand loads ptxas schedules
-// ahead take about 90 more than the accumulators.
-inline constexpr int kBwdDkDvMaxAccumulatorRegisters = 176;
+inline constexpr int kBwdDkDvMaxAccumulatorRegisters =
+    fj::budget::kBwdDkDvSm80MaxAccumulatorRegisters;
 
 int bwd_dkdv_shared_bytes(const PaddedDims& dims, const Tiles& tiles);
 std::string bwd_dkdv_tiles_problem(const PaddedDims& dims, const Tiles& tiles,

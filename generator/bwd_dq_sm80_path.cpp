@@ -61,13 +61,12 @@ ColumnSplit bwd_dq_column_split(const PaddedDims& dims) {
 }
 
 int bwd_dq_accumulator_registers(const ColumnSplit& split, const Tiles& tiles) {
-  return tiles.block_n + split.dk_slice / 2;
+  return fj::budget::bwd_dq_sm80_accumulator_registers(split.dk_slice, tiles.block_n);
 }
 
 int bwd_dq_shared_bytes(const PaddedDims& dims, const Tiles& t) {
-  const int row = conflict_free_stride(dims.d_qk_pad, dims.element_bytes) +
-                  conflict_free_stride(dims.d_v_pad, dims.element_bytes);
-  return dims.element_bytes * row * (t.block_m + t.stages * t.block_n);
+  return fj::budget::bwd_dq_sm80_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
+                                              t.block_m, t.block_n, t.stages);
 }
 
 std::string bwd_dq_tiles_problem(const PaddedDims& dims, const Tiles& t,

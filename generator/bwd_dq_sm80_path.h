@@ -3,6 +3,7 @@
 #pragma once
 
 #include "generator/kernel_path.h"
+#include "templates/tile/budgets.cuh"
 
 namespace flashjit::gen {
 
@@ -12,12 +13,10 @@ extern const KernelPathInfo kBwdDqSm80Path;
 inline constexpr int kBwdDqMaxColumns = 256;
 ColumnSplit bwd_dq_column_split(const PaddedDims& dims);
 
-// Accumulator registers a thread holds: block_n / 2 floats each of S and dP, and half its
-// dQ columns.
+// Accumulator registers a thread holds, and the most before ptxas spills
+// (templates/tile/budgets.cuh says how both were measured).
 int bwd_dq_accumulator_registers(const ColumnSplit& split, const Tiles& tiles);
-// Above this ptxas spills or sits at the edge: with NVRTC 13.0 for sm_90a, 192 (d256 m64 n64
-// w4) takes all 255 registers before any mask adds its own.
-inline constexpr int kBwdDqMaxAccumulatorRegisters = 176;
+inline constexpr int kBwdDqMaxAccumulatorRegisters = fj::budget::kBwdDqSm80MaxAccumulatorRegisters;
 
 int bwd_dq_shared_bytes(const PaddedDims& dims, const Tiles& tiles);
 std::string bwd_dq_tiles_problem(const PaddedDims& dims, const Tiles& tiles,

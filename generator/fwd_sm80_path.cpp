@@ -74,9 +74,8 @@ const KernelPathInfo kFwdSm80Path = {
 };
 
 int sm80_shared_bytes(const PaddedDims& dims, const Tiles& t) {
-  const int qk = conflict_free_stride(dims.d_qk_pad, dims.element_bytes);
-  const int vs = conflict_free_stride(dims.dv_slice, dims.element_bytes);
-  return dims.element_bytes * (t.block_m * qk + t.stages * (t.block_n * qk + t.block_n * vs));
+  return fj::budget::fwd_sm80_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.dv_slice,
+                                           t.block_m, t.block_n, t.stages);
 }
 
 std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {
@@ -90,8 +89,8 @@ std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std
 }
 
 int sm80_accumulator_registers(int dv_slice, const Tiles& tiles) {
-  const int row_groups = tiles.block_m / (16 * tiles.warps);
-  return row_groups * (dv_slice / 2 + tiles.block_n / 2 + tiles.block_n / 4);
+  return fj::budget::fwd_sm80_accumulator_registers(dv_slice, tiles.block_m, tiles.block_n,
+                                                    tiles.warps);
 }
 
 Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {

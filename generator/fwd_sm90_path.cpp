@@ -11,13 +11,6 @@
 namespace flashjit::gen {
 namespace {
 
-constexpr int kPanelRowBytes = 128;  // a panel row: TMA's 128-byte swizzle span
-
-int panels(int cols, int element_bytes) {
-  const int per_panel = kPanelRowBytes / element_bytes;
-  return (cols + per_panel - 1) / per_panel;
-}
-
 // The warp-specialised kernel needs sm_90a, hopper.warp_specialization, a mask it serves and
 // tensors TMA can load; `arch: sm80` keeps the mma.sync kernel.
 bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
@@ -82,17 +75,12 @@ const KernelPathInfo kFwdSm90Path = {
 };
 
 int sm90_shared_bytes(const PaddedDims& dims, const Tiles& t) {
-  const int e = dims.element_bytes;
-  const int q = panels(dims.d_qk_pad, e) * t.block_m * kPanelRowBytes;
-  const int kv = (panels(dims.d_qk_pad, e) + panels(dims.dv_slice, e)) * t.block_n * kPanelRowBytes;
-  // q_full and q_empty a consumer and three a ring slot, 8 bytes each, then two tile infos.
-  const int barriers = 8 * (4 + 3 * t.stages) + 16;
-  return q + t.stages * kv + barriers + 1024;  // + the slack that aligns the tiles to 1024
+  return fj::budget::fwd_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.dv_slice,
+                                           t.block_m, t.block_n, t.stages);
 }
 
 int sm90_consumer_registers(int dv_slice, const Tiles& t) {
-  // fp32 O (dv/2) and S (block_n/2), and P packed to 16 bits (block_n/4), a thread.
-  return dv_slice / 2 + t.block_n / 2 + t.block_n / 4;
+  return fj::budget::fwd_sm90_consumer_registers(dv_slice, t.block_n);
 }
 
 std::string sm90_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "generator/kernel_path.h"
+#include "templates/tile/budgets.cuh"
 
 namespace flashjit::gen {
 
@@ -15,7 +16,7 @@ inline constexpr int kSm90BlockM = 128;
 inline constexpr int kSm90Warps = 12;
 // Registers a consumer thread may give to O, S and P: 240 (setmaxnreg) minus what the
 // descriptors, addresses, row statistics and loop state need.
-inline constexpr int kSm90MaxAccumulatorRegisters = 200;
+inline constexpr int kSm90MaxAccumulatorRegisters = fj::budget::kFwdSm90MaxAccumulatorRegisters;
 
 // Mirrors Sm90FwdLayout in templates/kernels/fwd_sm90.cuh; the emitted source static_asserts that
 // both agree on the shared memory.

@@ -11,12 +11,6 @@ int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multi
 
 int ceil_div(int x, int y) { return (x + y - 1) / y; }
 
-int conflict_free_stride(int cols, int element_bytes) {
-  const int per_unit = 16 / element_bytes;
-  const int units = cols / per_unit;
-  return per_unit * (units % 2 == 1 ? units : units + 1);
-}
-
 std::string tiles_label(const Tiles& t) {
   return fmt::format("m{}n{}w{}s{}", t.block_m, t.block_n, t.warps, t.stages);
 }

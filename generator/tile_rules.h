@@ -46,10 +46,6 @@ std::string shared_memory_problem(int bytes, const std::string& target);
 int round_up(int x, int multiple);
 int ceil_div(int x, int y);
 
-// Row stride of an sm80 shared tile in elements (templates/tile/smem_layout.cuh): an odd
-// number of 16-byte units, so that the eight rows one ldmatrix reads fall in eight different
-// bank groups.
-int conflict_free_stride(int cols, int element_bytes);
 
 // "m128n64w4s3", for messages and tables.
 std::string tiles_label(const Tiles& tiles);

@@ -22,10 +22,10 @@
 #include "../attn/epilogue.cuh"
 #include "../attn/key_blocks.cuh"
 #include "../attn/mask.cuh"
+#include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
 #include "../tile/mma.cuh"
-#include "../tile/smem_layout.cuh"
 #include "bwd_params.cuh"
 
 namespace fj {
@@ -37,16 +37,23 @@ struct Sm80BwdDkDvLayout {
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;
   static constexpr int kDvTiles = Cfg::kDvSlice / 8;
-  static constexpr int kQkStride = conflict_free_stride<Element::kBytes>(Cfg::kDqkPad);
-  static constexpr int kVStride = conflict_free_stride<Element::kBytes>(Cfg::kDvPad);
+  static constexpr int kQkStride = budget::conflict_free_stride(Cfg::kDqkPad, Element::kBytes);
+  static constexpr int kVStride = budget::conflict_free_stride(Cfg::kDvPad, Element::kBytes);
   static constexpr int kKElems = Cfg::kBlockN * kQkStride;
   static constexpr int kVElems = Cfg::kBlockN * kVStride;
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
   static constexpr int kDoElems = Cfg::kBlockM * kVStride;
   // Per stage: the Q and dO tiles, then the rows' LSE (log2 domain) and D as floats.
-  static constexpr int kSharedBytes =
-      Element::kBytes * (kKElems + kVElems + Cfg::kStages * (kQElems + kDoElems)) +
-      Cfg::kStages * Cfg::kBlockM * 2 * 4;
+  static constexpr int kSharedBytes = budget::bwd_dkdv_sm80_shared_bytes(
+      Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
+  static_assert(kSharedBytes ==
+                    Element::kBytes * (kKElems + kVElems + Cfg::kStages * (kQElems + kDoElems)) +
+                        Cfg::kStages * Cfg::kBlockM * 2 * 4,
+                "the budget holds K, V and the query-tile buffers");
+  static_assert(budget::bwd_dkdv_sm80_accumulator_registers(Cfg::kDkSlice, Cfg::kDvSlice,
+                                                            Cfg::kBlockM) <=
+                    budget::kBwdDkDvSm80MaxAccumulatorRegisters,
+                "S^T, dP^T, dK and dV within the register budget");
 
   static_assert(Cfg::kBlockN == 16 * Cfg::kWarps, "each warp owns one m16 tile of keys");
   static_assert(Cfg::kBlockM % 16 == 0, "query tiles are whole k16 steps");

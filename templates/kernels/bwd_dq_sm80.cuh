@@ -18,10 +18,10 @@
 #include "../attn/epilogue.cuh"
 #include "../attn/key_blocks.cuh"
 #include "../attn/mask.cuh"
+#include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
 #include "../tile/mma.cuh"
-#include "../tile/smem_layout.cuh"
 #include "bwd_params.cuh"
 
 namespace fj {
@@ -32,14 +32,20 @@ struct Sm80BwdDqLayout {
   static constexpr int kThreads = Cfg::kWarps * 32;
   static constexpr int kSTiles = Cfg::kBlockN / 8;  // n8 tiles of S (key columns)
   static constexpr int kDqTiles = Cfg::kDkSlice / 8;
-  static constexpr int kQkStride = conflict_free_stride<Element::kBytes>(Cfg::kDqkPad);
-  static constexpr int kVStride = conflict_free_stride<Element::kBytes>(Cfg::kDvPad);
+  static constexpr int kQkStride = budget::conflict_free_stride(Cfg::kDqkPad, Element::kBytes);
+  static constexpr int kVStride = budget::conflict_free_stride(Cfg::kDvPad, Element::kBytes);
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
   static constexpr int kDoElems = Cfg::kBlockM * kVStride;
   static constexpr int kKElems = Cfg::kBlockN * kQkStride;
   static constexpr int kVElems = Cfg::kBlockN * kVStride;
-  static constexpr int kSharedBytes =
-      Element::kBytes * (kQElems + kDoElems + Cfg::kStages * (kKElems + kVElems));
+  static constexpr int kSharedBytes = budget::bwd_dq_sm80_shared_bytes(
+      Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
+  static_assert(kSharedBytes ==
+                    Element::kBytes * (kQElems + kDoElems + Cfg::kStages * (kKElems + kVElems)),
+                "the budget holds Q, dO and the K/V ring");
+  static_assert(budget::bwd_dq_sm80_accumulator_registers(Cfg::kDkSlice, Cfg::kBlockN) <=
+                    budget::kBwdDqSm80MaxAccumulatorRegisters,
+                "S, dP and dQ within the register budget");
 
   static_assert(Cfg::kBlockM == 16 * Cfg::kWarps, "each warp owns one m16 tile of rows");
   static_assert(Cfg::kBlockN % 16 == 0, "key tiles are whole k16 steps");

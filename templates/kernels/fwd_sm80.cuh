@@ -26,10 +26,10 @@
 #include "../attn/key_blocks.cuh"
 #include "../attn/mask.cuh"
 #include "../attn/softmax.cuh"
+#include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
 #include "../tile/mma.cuh"
-#include "../tile/smem_layout.cuh"
 #include "fwd_params.cuh"
 
 namespace fj {
@@ -43,13 +43,15 @@ struct Sm80FwdLayout {
   static constexpr int kOTiles = Cfg::kDvSlice / 8;                  // n8 tiles of O
   static constexpr int kQkSteps = Cfg::kDqkPad / Element::kMmaK;     // k steps of Q K^T
   static constexpr int kPvSteps = Cfg::kBlockN / Element::kMmaK;     // k steps of P V
-  static constexpr int kQkStride = conflict_free_stride<Element::kBytes>(Cfg::kDqkPad);
-  static constexpr int kVStride = conflict_free_stride<Element::kBytes>(Cfg::kDvSlice);
+  static constexpr int kQkStride = budget::conflict_free_stride(Cfg::kDqkPad, Element::kBytes);
+  static constexpr int kVStride = budget::conflict_free_stride(Cfg::kDvSlice, Element::kBytes);
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
   static constexpr int kKElems = Cfg::kBlockN * kQkStride;
   static constexpr int kVElems = Cfg::kBlockN * kVStride;
-  static constexpr int kSharedBytes =
-      Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems));
+  static constexpr int kSharedBytes = budget::fwd_sm80_shared_bytes(
+      Element::kBytes, Cfg::kDqkPad, Cfg::kDvSlice, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
+  static_assert(kSharedBytes == Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems)),
+                "the budget holds Q and the K/V ring");
 
   static_assert(Cfg::kBlockM % (16 * Cfg::kWarps) == 0, "each warp owns whole m16 tiles");
   static_assert(Cfg::kBlockN % 16 == 0, "key blocks are whole k16 steps");

@@ -37,6 +37,7 @@
 #include "../attn/key_blocks.cuh"
 #include "../attn/mask.cuh"
 #include "../attn/softmax.cuh"
+#include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "fwd_params.cuh"
 
@@ -64,7 +65,14 @@ struct Sm90FwdLayout {
   // slot, 8 bytes each; then two TileInfo the producer hands over (8 bytes each).
   static constexpr int kBarBytes = 8 * (4 + 3 * Cfg::kStages) + 16;
   // The dynamic shared memory base is only 16-byte aligned; the swizzled tiles want 1024.
-  static constexpr int kSharedBytes = kBarOffset + kBarBytes + 1024;
+  static constexpr int kSharedBytes = budget::fwd_sm90_shared_bytes(
+      Element::kBytes, Cfg::kDqkPad, Cfg::kDvSlice, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
+  static_assert(kSharedBytes == kBarOffset + kBarBytes + 1024 &&
+                    kBarBytes == budget::fwd_sm90_barrier_bytes(Cfg::kStages),
+                "the budget holds Q, the K/V ring, the barriers and the alignment slack");
+  static_assert(budget::fwd_sm90_consumer_registers(Cfg::kDvSlice, Cfg::kBlockN) <=
+                    budget::kFwdSm90MaxAccumulatorRegisters,
+                "O, S and P within a consumer's register budget");
 
   static constexpr int kSTiles = Cfg::kBlockN / 8;    // n8 tiles of S
   static constexpr int kOTiles = Cfg::kDvSlice / 8;   // n8 tiles of O

@@ -1,0 +1,103 @@
+// Every kernel path's shared-memory size and register budget, written once: the generator's
+// path rules (generator/*_path.cpp) and the device layout structs (templates/kernels/) both
+// call these, and the emitted source still static_asserts that the two agree. This header is
+// compiled by the host compiler and by NVRTC, so it holds only constexpr integer functions
+// and enumerators (NVRTC's -default-device would emit a constexpr variable into every
+// program as a global).
+#pragma once
+
+#if defined(__CUDACC__)
+#define FJ_BUDGET __host__ __device__
+#else
+#define FJ_BUDGET
+#endif
+
+namespace fj {
+namespace budget {
+
+// A shared-memory row stride, in elements, of an odd number of 16-byte units: the 8 rows an
+// ldmatrix reads then fall into 8 different groups of banks (no conflicts, any head dim).
+FJ_BUDGET constexpr int conflict_free_stride(int cols, int element_bytes) {
+  return (16 / element_bytes) * ((cols / (16 / element_bytes)) % 2 == 1
+                                     ? cols / (16 / element_bytes)
+                                     : cols / (16 / element_bytes) + 1);
+}
+
+// ---- fwd_sm80: Q, then a kStages ring of K and V tiles.
+FJ_BUDGET constexpr int fwd_sm80_shared_bytes(int element_bytes, int dqk_pad, int dv_slice,
+                                              int block_m, int block_n, int stages) {
+  return element_bytes * (block_m * conflict_free_stride(dqk_pad, element_bytes) +
+                          stages * block_n *
+                              (conflict_free_stride(dqk_pad, element_bytes) +
+                               conflict_free_stride(dv_slice, element_bytes)));
+}
+// Accumulator registers a thread: each warp owns block_m / warps rows in m16 groups, and per
+// group keeps dv_slice / 2 floats of O, block_n / 2 of S and block_n / 4 registers of P
+// packed to 16 bits. Above kFwdSm80MaxAccumulatorRegisters ptxas spills (NVRTC 13.0, sm_80:
+// 192, d96 m128 n64 w4, compiles clean; 208, d112 m128 n64 w4, spills 16 bytes).
+FJ_BUDGET constexpr int fwd_sm80_accumulator_registers(int dv_slice, int block_m, int block_n,
+                                                       int warps) {
+  return block_m / (16 * warps) * (dv_slice / 2 + block_n / 2 + block_n / 4);
+}
+enum : int { kFwdSm80MaxAccumulatorRegisters = 200 };
+
+// ---- fwd_sm90: rows cut into 128-byte panels (TMA's swizzle span): Q, a kStages ring of K
+// and V, the mbarriers (q_full and q_empty a consumer, three a slot, 8 bytes each) and two
+// 8-byte tile infos, plus 1024 bytes of slack that align the swizzled tiles.
+enum : int { kPanelRowBytes = 128 };
+FJ_BUDGET constexpr int panels(int cols, int element_bytes) {
+  return (cols * element_bytes + kPanelRowBytes - 1) / kPanelRowBytes;
+}
+FJ_BUDGET constexpr int fwd_sm90_barrier_bytes(int stages) { return 8 * (4 + 3 * stages) + 16; }
+FJ_BUDGET constexpr int fwd_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_slice,
+                                              int block_m, int block_n, int stages) {
+  return panels(dqk_pad, element_bytes) * block_m * kPanelRowBytes +
+         stages * (panels(dqk_pad, element_bytes) + panels(dv_slice, element_bytes)) * block_n *
+             kPanelRowBytes +
+         fwd_sm90_barrier_bytes(stages) + 1024;
+}
+// A consumer thread's fp32 O (dv / 2) and S (block_n / 2) and P packed to 16 bits
+// (block_n / 4), out of the 240 setmaxnreg gives it less descriptors, addresses, row
+// statistics and loop state.
+FJ_BUDGET constexpr int fwd_sm90_consumer_registers(int dv_slice, int block_n) {
+  return dv_slice / 2 + block_n / 2 + block_n / 4;
+}
+enum : int { kFwdSm90MaxAccumulatorRegisters = 200 };
+
+// ---- bwd_dkdv_sm80: K and V whole, then per stage the Q and dO tiles and the rows' LSE and
+// D as floats. A thread holds block_m / 2 floats each of S^T and dP^T and half its dK and dV
+// columns; ptxas needs about 90 registers beyond those (NVRTC 13.0, sm_90a: 192, d128 m64
+// n128 w8, takes all 255 registers and spills), hence 176.
+FJ_BUDGET constexpr int bwd_dkdv_sm80_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
+                                                   int block_m, int block_n, int stages) {
+  return element_bytes *
+             (conflict_free_stride(dqk_pad, element_bytes) +
+              conflict_free_stride(dv_pad, element_bytes)) *
+             (block_n + stages * block_m) +
+         stages * block_m * 2 * 4;
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm80_accumulator_registers(int dk_slice, int dv_slice,
+                                                            int block_m) {
+  return block_m + (dk_slice + dv_slice) / 2;
+}
+enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
+
+// ---- bwd_dq_sm80: Q and dO, then a kStages ring of K and V tiles. A thread holds block_n / 2
+// floats each of S and dP and half its dQ columns (192, d256 m64 n64 w4, takes all 255
+// registers before any mask adds its own, hence 176).
+FJ_BUDGET constexpr int bwd_dq_sm80_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
+                                                 int block_m, int block_n, int stages) {
+  return element_bytes *
+         (conflict_free_stride(dqk_pad, element_bytes) +
+          conflict_free_stride(dv_pad, element_bytes)) *
+         (block_m + stages * block_n);
+}
+FJ_BUDGET constexpr int bwd_dq_sm80_accumulator_registers(int dq_slice, int block_n) {
+  return block_n + dq_slice / 2;
+}
+enum : int { kBwdDqSm80MaxAccumulatorRegisters = 176 };
+
+}  // namespace budget
+}  // namespace fj
+
+#undef FJ_BUDGET
