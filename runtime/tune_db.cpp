@@ -45,7 +45,7 @@ Tiles tiles_from(const json& j) {
 }
 
 json entry_json(const TuneEntry& e) {
-  return {{"gpu",
+  json j = {{"gpu",
            {{"name", e.gpu.name},
             {"compute_capability", fmt::format("{}.{}", e.gpu.cc_major, e.gpu.cc_minor)},
             {"sm_count", e.gpu.sm_count},
@@ -60,9 +60,12 @@ json entry_json(const TuneEntry& e) {
           {"target", e.target},
           {"tiles", tiles_json(e.tiles)},
           {"tuned_ms", e.tuned_ms},
-          {"heuristic_tiles", tiles_json(e.heuristic_tiles)},
           {"heuristic_ms", e.heuristic_ms},
           {"tuned_at", e.tuned_at}};
+  // Optional, as entry_from reads it: an entry read without heuristic tiles must not be
+  // written back with zeros, which the next read refuses (found by fuzz/fuzz_tune_db).
+  if (!e.heuristic_tiles.is_auto()) j["heuristic_tiles"] = tiles_json(e.heuristic_tiles);
+  return j;
 }
 
 TuneEntry entry_from(const json& j) {
