@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -36,11 +37,31 @@ json tiles_json(const Tiles& t) {
           {"stages", t.stages}};
 }
 
+// The integer at `key`, which must fit an int: json's get<int>() truncates 2^40 and turns
+// 3e60 into undefined behaviour (found by fuzz/fuzz_tune_db).
+int int_at(const json& j, const char* key) {
+  const json& value = j.at(key);
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= INT_MAX)
+    return static_cast<int>(value.get<uint64_t>());
+  if (value.is_number_integer() && !value.is_number_unsigned() &&
+      value.get<int64_t>() >= INT_MIN && value.get<int64_t>() <= INT_MAX)
+    return static_cast<int>(value.get<int64_t>());
+  throw Error(ErrorKind::Cache, fmt::format("\"{}\" is not an integer that fits an int", key));
+}
+
+// A value for a message: scalars as written (cut), lists and objects by kind only, since
+// dumping them is recursive and a forged file may nest them a million levels deep.
+std::string brief(const json& value) {
+  if (value.is_structured()) return value.is_array() ? "(a list)" : "(an object)";
+  const std::string text = value.dump();
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+}
+
 Tiles tiles_from(const json& j) {
-  Tiles t{j.at("block_m").get<int>(), j.at("block_n").get<int>(), j.at("warps").get<int>(),
-          j.at("stages").get<int>()};
+  Tiles t{int_at(j, "block_m"), int_at(j, "block_n"), int_at(j, "warps"), int_at(j, "stages")};
   if (t.block_m < 1 || t.block_n < 1 || t.warps < 1 || t.stages < 1)
-    throw Error(ErrorKind::Cache, fmt::format("tiles {} hold a value below 1", j.dump()));
+    throw Error(ErrorKind::Cache, fmt::format("tiles m{}n{}w{}s{} hold a value below 1",
+                                              t.block_m, t.block_n, t.warps, t.stages));
   return t;
 }
 
@@ -75,14 +96,14 @@ TuneEntry entry_from(const json& j) {
   const std::string cc = gpu.at("compute_capability").get<std::string>();
   if (std::sscanf(cc.c_str(), "%d.%d", &e.gpu.cc_major, &e.gpu.cc_minor) != 2)
     throw Error(ErrorKind::Cache, fmt::format("compute_capability '{}' is not MAJOR.MINOR", cc));
-  e.gpu.sm_count = gpu.at("sm_count").get<int>();
-  e.gpu.driver_version = gpu.at("driver_version").get<int>();
+  e.gpu.sm_count = int_at(gpu, "sm_count");
+  e.gpu.driver_version = int_at(gpu, "driver_version");
   e.gpu.nvrtc_version = gpu.at("nvrtc_version").get<std::string>();
   e.spec_hash = j.at("spec_hash").get<std::string>();
   e.spec_summary = j.value("spec", "");
   const json& bucket = j.at("bucket");
-  e.bucket = {bucket.at("seqlen_q").get<int>(), bucket.at("seqlen_k").get<int>(),
-              bucket.at("batch_heads").get<int>()};
+  e.bucket = {int_at(bucket, "seqlen_q"), int_at(bucket, "seqlen_k"),
+              int_at(bucket, "batch_heads")};
   e.target = j.at("target").get<std::string>();
   e.tiles = tiles_from(j.at("tiles"));
   e.tuned_ms = j.value("tuned_ms", 0.0);
@@ -223,7 +244,7 @@ ParsedDb parse(const std::string& text, const std::string& source) {
   const json version = doc.value("version", json());
   if (version != kVersion)
     throw Error(ErrorKind::Cache, fmt::format("{}: tune DB version {} (this flashjit reads {})",
-                                              source, version.dump(), kVersion));
+                                              source, brief(version), kVersion));
   const json list = doc.value("entries", json());
   if (!list.is_array())
     throw Error(ErrorKind::Cache, fmt::format("{}: \"entries\" is not a list", source));
