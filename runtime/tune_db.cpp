@@ -238,20 +238,27 @@ ParsedDb parse(const std::string& text, const std::string& source) {
   } catch (const json::exception& error) {
     throw Error(ErrorKind::Cache, fmt::format("{}: {}", source, error.what()));
   }
-  if (!doc.is_object() || doc.value("format", json()) != kFormat)
+  // Members are looked at in place, never copied: copying a json value is recursive, and a
+  // forged "version" nested 100k levels deep overflowed the stack (found under ASan).
+  const auto member = [&doc](const char* key) {
+    const auto found = doc.find(key);
+    return found == doc.end() ? nullptr : &*found;
+  };
+  if (!doc.is_object() || !member("format") || *member("format") != kFormat)
     throw Error(ErrorKind::Cache,
                 fmt::format("{}: not a tune DB (no \"format\": \"{}\")", source, kFormat));
-  const json version = doc.value("version", json());
-  if (version != kVersion)
+  const json* version = member("version");
+  if (!version || *version != kVersion)
     throw Error(ErrorKind::Cache, fmt::format("{}: tune DB version {} (this flashjit reads {})",
-                                              source, brief(version), kVersion));
-  const json list = doc.value("entries", json());
-  if (!list.is_array())
+                                              source, version ? brief(*version) : "(none)",
+                                              kVersion));
+  const json* list = member("entries");
+  if (!list || !list->is_array())
     throw Error(ErrorKind::Cache, fmt::format("{}: \"entries\" is not a list", source));
   ParsedDb parsed;
-  for (size_t i = 0; i < list.size(); ++i) {
+  for (size_t i = 0; i < list->size(); ++i) {
     try {
-      parsed.entries.push_back(entry_from(list[i]));
+      parsed.entries.push_back(entry_from((*list)[i]));
     } catch (const std::exception& error) {  // Error or json::exception, both name the field
       parsed.skipped.push_back(fmt::format("{}: entries[{}]: {}", source, i, error.what()));
     }
