@@ -20,7 +20,7 @@ namespace {
 //   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 //   ptxas info    : Used 8 registers, used 1 barriers, 1024 bytes smem, 360 bytes cmem[0]
 // Matched with plain searches: libstdc++'s std::regex recurses once per character and
-// overflowed the stack on a long line of a cached log (found by fuzz/fuzz_cache_entry).
+// overflowed the stack on a long line of a cached log.
 constexpr std::string_view kEntry = "Compiling entry function '";
 constexpr std::string_view kStack = " bytes stack frame";
 constexpr std::string_view kSpillStores = " bytes spill stores";

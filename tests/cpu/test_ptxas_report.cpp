@@ -99,7 +99,7 @@ TEST_CASE("ptxas report: an empty log is all zeros") {
 }
 
 TEST_CASE("ptxas report: a forged log is read in bounded stack, its numbers checked") {
-  // Found by fuzz/fuzz_cache_entry: std::regex overflowed the stack on a long line of a
+  // std::regex (the parser before this one) overflowed the stack on a long line of a
   // cached log, so every compile of that kernel crashed instead of missing the cache.
   const std::string name(1 << 20, 'k');
   const auto report = parse_ptxas_report("ptxas info    : Compiling entry function '" + name +
