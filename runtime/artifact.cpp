@@ -72,6 +72,18 @@ class FieldReader {
       throw corrupt(fmt::format("field {}: truncated or over {} bytes", name, max_size));
     return std::string(value);
   }
+  // Text that messages and the bundle manifest (JSON, which must be UTF-8) show: printable
+  // ASCII, and line breaks where `lines` allows them, as flashjit itself writes these fields.
+  std::string printable(const char* name, uint64_t max_size, bool lines) {
+    std::string value = text(name, max_size);
+    const auto bad = std::find_if(value.begin(), value.end(), [lines](char c) {
+      return !(c >= 0x20 && c < 0x7f) && !(lines && c == '\n');
+    });
+    if (bad != value.end())
+      throw corrupt(fmt::format("field {}: byte 0x{:02x} at offset {} is not printable ASCII",
+                                name, static_cast<unsigned char>(*bad), bad - value.begin()));
+    return value;
+  }
   std::string hex_digest(const char* name) {
     std::string value = text(name, 64);
     if (value.size() != 64 || value.find_first_not_of("0123456789abcdef") != std::string::npos)
@@ -139,8 +151,8 @@ Artifact decode_artifact(std::string_view bytes) {
   if (!gen::is_known_target(a.target))
     throw corrupt(fmt::format("field target: '{}' is not a known target", a.target));
   a.source_sha256 = in.hex_digest("source_sha256");
-  a.spec_name = in.text("spec_name", kMaxNameBytes);
-  a.spec_yaml = in.text("spec_yaml", kMaxTextBytes);
+  a.spec_name = in.printable("spec_name", kMaxNameBytes, false);
+  a.spec_yaml = in.printable("spec_yaml", kMaxTextBytes, true);
   a.align_bytes = in.number("align_bytes", 2, 16);
   if (a.align_bytes != 2 && a.align_bytes != 4 && a.align_bytes != 8 && a.align_bytes != 16)
     throw corrupt(fmt::format("field align_bytes: {} is not 2, 4, 8 or 16", a.align_bytes));
@@ -169,8 +181,8 @@ std::string encode_bundle(const Bundle& bundle) {
 Bundle decode_bundle(std::string_view bytes) {
   FieldReader in(unframe(bytes, kBundleMagic, kMaxBundleBytes));
   Bundle bundle;
-  bundle.generator_version = in.text("generator_version", kMaxNameBytes);
-  bundle.nvrtc_version = in.text("nvrtc_version", kMaxNameBytes);
+  bundle.generator_version = in.printable("generator_version", kMaxNameBytes, false);
+  bundle.nvrtc_version = in.printable("nvrtc_version", kMaxNameBytes, false);
   // Each kernel takes at least its length prefix, so the count cannot promise more than fits.
   const uint64_t count = in.count("kernels", 8);
   for (uint64_t i = 0; i < count; ++i) {

@@ -9,7 +9,8 @@
 //   bundle body ("FJBUNDLE"): generator_version, nvrtc_version, u64 count, then `count`
 //            artifact frames, each as u64 length + bytes
 //
-// Integers are little-endian. kArtifactFormatVersion is bumped whenever any of this changes
+// Integers are little-endian. The fields people read (spec_name, spec_yaml, the bundle's
+// versions) must be printable ASCII (spec_yaml: and line breaks), as flashjit writes them. kArtifactFormatVersion is bumped whenever any of this changes
 // (tests/cpu/golden pins the bytes); it is part of every disk-cache key, so an entry of an old
 // format is never looked up again, and a bundle of another version is refused.
 #pragma once

@@ -25,7 +25,8 @@ struct PtxasReport {
 };
 
 // `entry` picks the entry function when the log describes several ("" = the first one).
-// A log without a ptxas report (e.g. an empty one) gives an all-zero report.
+// A log without a ptxas report (e.g. an empty one) gives an all-zero report. Throws Error(Io)
+// for a number, or a sum of spill bytes, past int (a damaged or forged log).
 PtxasReport parse_ptxas_report(const std::string& log, const std::string& entry = "");
 
 }  // namespace flashjit::rt

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -36,16 +37,36 @@ json tiles_json(const Tiles& t) {
           {"stages", t.stages}};
 }
 
+// The integer at `key`, which must fit an int: json's get<int>() truncates 2^40 and turns
+// 3e60 into undefined behaviour (found by fuzz/fuzz_tune_db).
+int int_at(const json& j, const char* key) {
+  const json& value = j.at(key);
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= INT_MAX)
+    return static_cast<int>(value.get<uint64_t>());
+  if (value.is_number_integer() && !value.is_number_unsigned() &&
+      value.get<int64_t>() >= INT_MIN && value.get<int64_t>() <= INT_MAX)
+    return static_cast<int>(value.get<int64_t>());
+  throw Error(ErrorKind::Cache, fmt::format("\"{}\" is not an integer that fits an int", key));
+}
+
+// A value for a message: scalars as written (cut), lists and objects by kind only, since
+// dumping them is recursive and a forged file may nest them a million levels deep.
+std::string brief(const json& value) {
+  if (value.is_structured()) return value.is_array() ? "(a list)" : "(an object)";
+  const std::string text = value.dump();
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+}
+
 Tiles tiles_from(const json& j) {
-  Tiles t{j.at("block_m").get<int>(), j.at("block_n").get<int>(), j.at("warps").get<int>(),
-          j.at("stages").get<int>()};
+  Tiles t{int_at(j, "block_m"), int_at(j, "block_n"), int_at(j, "warps"), int_at(j, "stages")};
   if (t.block_m < 1 || t.block_n < 1 || t.warps < 1 || t.stages < 1)
-    throw Error(ErrorKind::Cache, fmt::format("tiles {} hold a value below 1", j.dump()));
+    throw Error(ErrorKind::Cache, fmt::format("tiles m{}n{}w{}s{} hold a value below 1",
+                                              t.block_m, t.block_n, t.warps, t.stages));
   return t;
 }
 
 json entry_json(const TuneEntry& e) {
-  return {{"gpu",
+  json j = {{"gpu",
            {{"name", e.gpu.name},
             {"compute_capability", fmt::format("{}.{}", e.gpu.cc_major, e.gpu.cc_minor)},
             {"sm_count", e.gpu.sm_count},
@@ -60,9 +81,12 @@ json entry_json(const TuneEntry& e) {
           {"target", e.target},
           {"tiles", tiles_json(e.tiles)},
           {"tuned_ms", e.tuned_ms},
-          {"heuristic_tiles", tiles_json(e.heuristic_tiles)},
           {"heuristic_ms", e.heuristic_ms},
           {"tuned_at", e.tuned_at}};
+  // Optional, as entry_from reads it: an entry read without heuristic tiles must not be
+  // written back with zeros, which the next read refuses (found by fuzz/fuzz_tune_db).
+  if (!e.heuristic_tiles.is_auto()) j["heuristic_tiles"] = tiles_json(e.heuristic_tiles);
+  return j;
 }
 
 TuneEntry entry_from(const json& j) {
@@ -72,14 +96,14 @@ TuneEntry entry_from(const json& j) {
   const std::string cc = gpu.at("compute_capability").get<std::string>();
   if (std::sscanf(cc.c_str(), "%d.%d", &e.gpu.cc_major, &e.gpu.cc_minor) != 2)
     throw Error(ErrorKind::Cache, fmt::format("compute_capability '{}' is not MAJOR.MINOR", cc));
-  e.gpu.sm_count = gpu.at("sm_count").get<int>();
-  e.gpu.driver_version = gpu.at("driver_version").get<int>();
+  e.gpu.sm_count = int_at(gpu, "sm_count");
+  e.gpu.driver_version = int_at(gpu, "driver_version");
   e.gpu.nvrtc_version = gpu.at("nvrtc_version").get<std::string>();
   e.spec_hash = j.at("spec_hash").get<std::string>();
   e.spec_summary = j.value("spec", "");
   const json& bucket = j.at("bucket");
-  e.bucket = {bucket.at("seqlen_q").get<int>(), bucket.at("seqlen_k").get<int>(),
-              bucket.at("batch_heads").get<int>()};
+  e.bucket = {int_at(bucket, "seqlen_q"), int_at(bucket, "seqlen_k"),
+              int_at(bucket, "batch_heads")};
   e.target = j.at("target").get<std::string>();
   e.tiles = tiles_from(j.at("tiles"));
   e.tuned_ms = j.value("tuned_ms", 0.0);
@@ -214,20 +238,27 @@ ParsedDb parse(const std::string& text, const std::string& source) {
   } catch (const json::exception& error) {
     throw Error(ErrorKind::Cache, fmt::format("{}: {}", source, error.what()));
   }
-  if (!doc.is_object() || doc.value("format", json()) != kFormat)
+  // Members are looked at in place, never copied: copying a json value is recursive, and a
+  // forged "version" nested 100k levels deep overflowed the stack (found under ASan).
+  const auto member = [&doc](const char* key) {
+    const auto found = doc.find(key);
+    return found == doc.end() ? nullptr : &*found;
+  };
+  if (!doc.is_object() || !member("format") || *member("format") != kFormat)
     throw Error(ErrorKind::Cache,
                 fmt::format("{}: not a tune DB (no \"format\": \"{}\")", source, kFormat));
-  const json version = doc.value("version", json());
-  if (version != kVersion)
+  const json* version = member("version");
+  if (!version || *version != kVersion)
     throw Error(ErrorKind::Cache, fmt::format("{}: tune DB version {} (this flashjit reads {})",
-                                              source, version.dump(), kVersion));
-  const json list = doc.value("entries", json());
-  if (!list.is_array())
+                                              source, version ? brief(*version) : "(none)",
+                                              kVersion));
+  const json* list = member("entries");
+  if (!list || !list->is_array())
     throw Error(ErrorKind::Cache, fmt::format("{}: \"entries\" is not a list", source));
   ParsedDb parsed;
-  for (size_t i = 0; i < list.size(); ++i) {
+  for (size_t i = 0; i < list->size(); ++i) {
     try {
-      parsed.entries.push_back(entry_from(list[i]));
+      parsed.entries.push_back(entry_from((*list)[i]));
     } catch (const std::exception& error) {  // Error or json::exception, both name the field
       parsed.skipped.push_back(fmt::format("{}: entries[{}]: {}", source, i, error.what()));
     }

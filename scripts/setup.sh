@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready to build flashjit, then builds it into build/.
 # Idempotent: installs only the packages that are missing, and re-running only rebuilds
-# what changed. On a machine without apt-get (the GPU machine: libraries present, no
+# what changed. `setup.sh --install-only PKG...` installs those packages the same way (if
+# missing) and builds nothing: the fuzz and sanitizer scripts' extra tools. On a machine without apt-get (the GPU machine: libraries present, no
 # package registry) the install step is skipped.
 set -euo pipefail
 
@@ -78,6 +79,12 @@ build() {
   say "built: ${build_dir}/flashjit"
 }
 
+if [[ ${1:-} == --install-only ]]; then
+  shift
+  packages=("$@")
+  install_missing_packages
+  exit 0
+fi
 install_missing_packages
 check_cuda
 build

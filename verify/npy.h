@@ -20,7 +20,9 @@ struct NpyArray {
   int64_t elements() const;
 };
 
-// Throws Error(Io) naming the file and what is wrong with it.
+// Throws Error(Io) naming the file and what is wrong with it. Every length and shape the file
+// claims is checked against its size (with overflow checks) before anything is allocated, and
+// the file must hold exactly the header and the data: a regular file, no bytes after the data.
 NpyArray read_npy(const std::string& path);
 
 void write_npy_f32(const std::string& path, std::span<const int64_t> shape,

@@ -159,6 +159,15 @@ TEST_CASE("artifact: every field is range-checked, even under a valid checksum")
     CHECK(refusal_of(a).find("field target: 'sm_70' is not a known target") !=
           std::string::npos);
   }
+  SUBCASE("text that messages and the bundle manifest show") {
+    // Found by fuzz/fuzz_bundle: a byte that is not UTF-8 made the manifest's JSON dump throw.
+    a.spec_name = "gold\xb1";
+    CHECK(refusal_of(a).find("field spec_name: byte 0xb1 at offset 4 is not printable ASCII") !=
+          std::string::npos);
+    a.spec_name = "golden";
+    a.spec_yaml = "name: golden\n\x1b[2Jhead_dim: 64\n";  // a terminal escape
+    CHECK(refusal_of(a).find("field spec_yaml: byte 0x1b at offset 13") != std::string::npos);
+  }
   SUBCASE("digests") {
     a.source_sha256 = "not hex";
     CHECK(refusal_of(a).find("field source_sha256: not a hex SHA-256") != std::string::npos);
@@ -197,6 +206,13 @@ TEST_CASE("artifact: forged frames are refused without trusting their lengths") 
     CHECK(refusal([&] { decode_bundle(bytes); })
               .find("field kernels: truncated or more than the bytes left hold") !=
           std::string::npos);
+  }
+  SUBCASE("a bundle whose generator version is not printable") {
+    Bundle bundle = golden_bundle();
+    bundle.generator_version = "0.1\xff";
+    const std::string bytes = encode_bundle(bundle);
+    CHECK(refusal([&] { decode_bundle(bytes); })
+              .find("field generator_version: byte 0xff at offset 3") != std::string::npos);
   }
   SUBCASE("a bundle inside a bundle: frames do not nest") {
     ByteWriter body;

@@ -108,6 +108,41 @@ TEST_CASE("autotune: parse skips a bad entry, naming it, and keeps the good ones
   CHECK(parsed.skipped[1].find("x.json: entries[2]") != std::string::npos);
 }
 
+TEST_CASE("autotune: numbers that do not fit an int skip the entry; nested values are neither copied nor dumped") {
+  // Found by fuzz/fuzz_tune_db: get<int>() of 3e60 is undefined behaviour, of 2^40 a truncation.
+  for (const json& bad : {json(3.3e60), json(uint64_t{1} << 40), json(-(int64_t{1} << 40)),
+                          json(2.5), json("8")}) {
+    json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}));
+    doc["entries"][0]["tiles"]["stages"] = bad;
+    const ParsedDb parsed = parse(doc.dump(), "x.json");
+    CHECK(parsed.entries.empty());
+    REQUIRE(parsed.skipped.size() == 1);
+    CHECK_MESSAGE(parsed.skipped[0].find("\"stages\" is not an integer that fits an int") !=
+                      std::string::npos,
+                  parsed.skipped[0]);
+  }
+  // Found by the sanitizer build: copying this "version" (recursive) overflowed the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK_THROWS_WITH_AS(
+      parse("{\"format\": \"flashjit-tune-db\", \"version\": " + deep + ", \"entries\": []}",
+            "x.json"),
+      doctest::Contains("tune DB version (a list)"), Error);
+}
+
+TEST_CASE("autotune: an entry without heuristic tiles is written back as it was read") {
+  // Found by fuzz/fuzz_tune_db: the optional field came back as zeros, which parse refuses,
+  // so the next writer set the whole DB aside.
+  json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}));
+  doc["entries"][0].erase("heuristic_tiles");
+  const ParsedDb first = parse(doc.dump(), "x.json");
+  REQUIRE(first.entries.size() == 1);
+  CHECK(first.entries[0].heuristic_tiles.is_auto());
+  const ParsedDb again = parse(serialize(first.entries), "x.json");
+  CHECK(again.skipped.empty());
+  REQUIRE(again.entries.size() == 1);
+  CHECK(again.entries[0].tiles == Tiles{128, 128, 8, 2});
+}
+
 TEST_CASE("autotune: record then lookup; a second record of the same key replaces it") {
   const test::TempDir dir;
   const TuneDb db((dir.path() / "sub" / "tune.json").string());  // folder made on demand

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "flashjit/flashjit.h"
@@ -119,6 +120,83 @@ TEST_CASE("npy: unreadable files are errors naming the file and the problem") {
   std::ofstream(dir / "text.npy") << "not numpy";
   check_io_error(dir / "text.npy", "magic");
   check_io_error(dir / "missing.npy", "cannot open");
+  std::filesystem::remove_all(dir);
+}
+
+// A file holding exactly `bytes`.
+void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST_CASE("npy: lengths and shapes a header claims are checked against the file first") {
+  const auto dir = temp_dir();
+  // 12 bytes: version 2.0 with a header length of 4 GiB - 1 and no header.
+  write_bytes(dir / "huge_header.npy", std::string("\x93NUMPY\x02\x00\xff\xff\xff\xff", 12));
+  check_io_error(dir / "huge_header.npy", "header length 4294967295 is over the limit");
+  // A header length within the limit that the file does not hold.
+  write_bytes(dir / "short_header.npy", std::string("\x93NUMPY\x01\x00\x00\x80{", 11));
+  check_io_error(dir / "short_header.npy", "header length 32768 runs past the end of the file");
+  // A header only, claiming 6 GB of float32 data.
+  write_raw(dir / "huge_shape.npy", 1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1500000000,), }", "");
+  check_io_error(dir / "huge_shape.npy", "needs 6000000000 bytes, the file holds 0");
+  // Element counts and byte counts past 2^64.
+  write_raw(dir / "overflow.npy", 1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 2), }",
+            "");
+  check_io_error(dir / "overflow.npy", "more bytes than 2^64");
+  write_raw(dir / "overflow_bytes.npy", 1,
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }", "");
+  check_io_error(dir / "overflow_bytes.npy", "more bytes than 2^64");
+  write_raw(dir / "huge_dim.npy", 1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", "");
+  check_io_error(dir / "huge_dim.npy", "dimension too large");
+  // A zero dimension is an empty array, not an error.
+  write_raw(dir / "empty.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 7), }",
+            "");
+  CHECK(read_npy((dir / "empty.npy").string()).values.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("npy: a file is read exactly as numpy writes it, or refused") {
+  const auto dir = temp_dir();
+  const std::string two_floats = bytes_of(std::vector<float>{1, 2});
+  write_raw(dir / "trailing.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+            two_floats);
+  check_io_error(dir / "trailing.npy", "4 bytes after the data");
+  write_raw(dir / "twice.npy", 1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (1,), }",
+            two_floats);
+  check_io_error(dir / "twice.npy", "'shape' given twice");
+  write_raw(dir / "after.npy", 1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } junk", two_floats);
+  check_io_error(dir / "after.npy", "text after the closing '}'");
+  write_raw(dir / "order.npy", 1, "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }",
+            two_floats);
+  check_io_error(dir / "order.npy", "expected True or False");
+  write_raw(dir / "version.npy", 4, "{}", "");
+  check_io_error(dir / "version.npy", "version 4.0 is not supported");
+  std::filesystem::create_directory(dir / "folder.npy");
+  check_io_error(dir / "folder.npy", "is a folder");
+  REQUIRE(::mkfifo((dir / "fifo.npy").c_str(), 0600) == 0);
+  check_io_error(dir / "fifo.npy", "is not a regular file");  // refused without blocking
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("npy: header text in an error is escaped and cut") {
+  const auto dir = temp_dir();
+  write_raw(dir / "binary.npy", 1,
+            "{'descr': '\x01\x7f" + std::string(1000, 'x') + "', 'fortran_order': False, "
+            "'shape': (2,), }", "");
+  try {
+    read_npy((dir / "binary.npy").string());
+    FAIL("read_npy accepted a binary dtype");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK_MESSAGE(message.find("'\\x01\\x7f") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("(cut: 1002 bytes in all)") != std::string::npos, message);
+    CHECK(message.size() < 400);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "flashjit/flashjit.h"
 #include "runtime/ptxas_report.h"
 
 using flashjit::rt::parse_ptxas_report;
@@ -95,4 +96,22 @@ TEST_CASE("ptxas report: an empty log is all zeros") {
   CHECK(report.registers == 0);
   CHECK(report.spill_store_bytes == 0);
   CHECK(report.warnings.empty());
+}
+
+TEST_CASE("ptxas report: a forged log is read in bounded stack, its numbers checked") {
+  // std::regex (the parser before this one) overflowed the stack on a long line of a
+  // cached log, so every compile of that kernel crashed instead of missing the cache.
+  const std::string name(1 << 20, 'k');
+  const auto report = parse_ptxas_report("ptxas info    : Compiling entry function '" + name +
+                                         "' for 'sm_80'\nptxas info    : Used 12 registers\n");
+  CHECK(report.entry == name);
+  CHECK(report.registers == 12);
+  CHECK(parse_ptxas_report(std::string(1 << 20, '9') + " bytes stack\n").stack_bytes == 0);
+
+  CHECK_THROWS_WITH_AS(parse_ptxas_report("ptxas .  99999999999 bytes stack frame\n"),
+                       doctest::Contains("the number 99999999999 does not fit an int"),
+                       flashjit::Error);
+  const std::string spills = "ptxas .  0 bytes stack frame, 2147483647 bytes spill stores\n";
+  CHECK_THROWS_WITH_AS(parse_ptxas_report(spills + spills), doctest::Contains("past an int"),
+                       flashjit::Error);
 }
