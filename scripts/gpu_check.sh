@@ -10,6 +10,7 @@
 # OUTDIR/ctest.log      ctest --output-on-failure, every suite but gpu
 # OUTDIR/gpu_tests.log  the GPU suite (one line per case: spec, shape, errors)
 # OUTDIR/autograd.log   the backward's gradients against torch autograd (bench/grad_check.py)
+# OUTDIR/sanitizer.log compute-sanitizer memcheck, racecheck and synccheck of every kernel path
 # OUTDIR/compile.jsonl  `flashjit compile --json --arch sm_90a configs/*.yaml`
 # OUTDIR/dump/          rendered source, PTX and ptxas report of one kernel
 # OUTDIR/summary.txt    the summary line
@@ -57,17 +58,43 @@ autograd_check() {
   python3 "$root/bench/grad_check.py" --lib "$build/capi/libflashjit_c.so"
 }
 
+# compute-sanitizer's three tools over a small call of every kernel path: the sm90 and sm80
+# forwards (warp specialisation on and off) and the backward's three launches, each tool
+# failing the step on any finding.
+sanitize_paths() {
+  local spec_dir rc=0
+  spec_dir=$(mktemp -d)
+  printf 'name: san_ws\nhead_dim: 128\ncausal: true\n' >"$spec_dir/ws.yaml"
+  printf 'name: san_sm80\nhead_dim: 100\nhopper: {warp_specialization: false}\n' >"$spec_dir/sm80.yaml"
+  printf 'name: san_bsparse\nhead_dim_qk: 192\nhead_dim_v: 128\nmask: {block_sparse: {block_q: 128, block_k: 128}}\n' \
+    >"$spec_dir/bsparse.yaml"
+  local tool spec mode
+  for tool in memcheck racecheck synccheck; do
+    for spec in ws sm80 bsparse; do
+      for mode in "" --backward; do
+        echo "-- $tool $spec $mode"
+        compute-sanitizer --tool "$tool" --error-exitcode 1 "$build/flashjit" run \
+          "$spec_dir/$spec.yaml" $mode --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 \
+          --seqlen-k 333 --iters 0 || rc=1
+      done
+    done
+  done
+  rm -rf "$spec_dir"
+  return $rc
+}
+
 compile_configs() {
   "$build/flashjit" compile --json --arch sm_90a "$root"/configs/*.yaml >"$out/compile.jsonl"
 }
 
-for log in build ctest gpu_tests autograd compile dump; do : >"$out/$log.log"; done
+for log in build ctest gpu_tests autograd sanitizer compile dump; do : >"$out/$log.log"; done
 step configure "$out/build.log" cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
 step build "$out/build.log" cmake --build "$build" -j16
 if [[ ${#failed[@]} -eq 0 ]]; then
   step ctest "$out/ctest.log" ctest --test-dir "$build" --output-on-failure -LE gpu
   step gpu_tests "$out/gpu_tests.log" gpu_suite
   step autograd "$out/autograd.log" autograd_check
+  step sanitizer "$out/sanitizer.log" sanitize_paths
   step compile "$out/compile.log" compile_configs
   step dump "$out/dump.log" env FLASHJIT_DUMP_DIR="$out/dump" \
     "$build/flashjit" compile --arch sm_90a "$root/configs/hd128.yaml"
