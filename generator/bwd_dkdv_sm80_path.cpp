@@ -7,10 +7,6 @@
 namespace flashjit::gen {
 namespace {
 
-bool serves(const Spec&, const std::string& target, const CallTraits&) {
-  return is_known_target(target);
-}
-
 // Preferred first. Eight warps (128 keys a CTA) and 64 query rows a step are
 // FlashAttention-2's d128 backward tile; smaller ones follow for wide heads, the 99 KB of
 // sm_86/sm_89, and mask blocks of 16 or 32 keys.
@@ -21,29 +17,15 @@ constexpr Tiles kPreferred[] = {
 };
 
 Tiles default_tiles(const Spec& spec, const std::string& target) {
-  const PaddedDims dims = padded_dims(spec);
-  for (const Tiles& t : kPreferred)
-    if (bwd_dkdv_tiles_problem(dims, t, target).empty() && mask_tiles_problem(spec, t).empty())
-      return t;
-  throw Error(ErrorKind::Usage,
-              fmt::format("no dK/dV tile configuration fits head dims {}/{} on {}",
-                          spec.head_dim_qk, spec.head_dim_v, target));
+  return first_fitting_tiles(kPreferred, spec, target, bwd_dkdv_tiles_problem, "dK/dV");
 }
 
 std::vector<Tiles> tuning_grid(const Spec&) {
   return {std::begin(kPreferred), std::end(kPreferred)};
 }
 
-std::string tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
-
-std::string extra_source(const Plan&) { return ""; }
-
 std::string entry(const Plan& plan) {
-  return fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
-      "  fj::bwd_dkdv_sm80<KernelConfig>(params);\n"
-      "}}\n",
-      plan.threads, plan.kernel_name);
+  return struct_entry(plan, "BwdParams", "fj::bwd_dkdv_sm80");
 }
 
 }  // namespace
@@ -92,16 +74,16 @@ const KernelPathInfo kBwdDkDvSm80Path = {
     .persistent_grid = false,
     .tma_loads = false,
     .grid_over = GridOver::KeyRows,
-    .serves = serves,
+    .serves = serves_every_target,
     .default_tiles = default_tiles,
     .tiles_problem = bwd_dkdv_tiles_problem,
     .tiles_in_mask_blocks = true,
     .column_split = bwd_dkdv_column_split,
     .shared_bytes = bwd_dkdv_shared_bytes,
     .tuning_grid = tuning_grid,
-    .tuning_problem = tuning_problem,
+    .tuning_problem = no_tuning_problem,
     .tiles_label = gen::tiles_label,
-    .extra_source = extra_source,
+    .extra_source = no_extra_source,
     .entry = entry,
 };
 

@@ -7,10 +7,6 @@
 namespace flashjit::gen {
 namespace {
 
-bool serves(const Spec&, const std::string& target, const CallTraits&) {
-  return is_known_target(target);
-}
-
 // Preferred first: more rows a CTA read each K/V tile for more of them; narrower key tiles
 // for wide heads and the 99 KB of sm_86/sm_89.
 constexpr Tiles kPreferred[] = {
@@ -18,37 +14,25 @@ constexpr Tiles kPreferred[] = {
     {64, 16, 4, 2},  {32, 32, 2, 2}, {32, 16, 2, 2},  {16, 16, 1, 2},
 };
 
-// ptxas (NVRTC 13.0, sm_80 and sm_86) spills 4 bytes at 80 registers for m128 n64 w8 when
-// both head dims pad to 16; m64 n64 w4 compiles clean there.
-bool spills_at_tiny_heads(const PaddedDims& dims, const Tiles& t) {
-  return dims.d_qk_pad <= 16 && dims.d_v_pad <= 16 && t.warps == 8;
+// The heuristic's rules: the path's, and one measured exception. ptxas (NVRTC 13.0, sm_80 and
+// sm_86) spills 4 bytes at 80 registers for m128 n64 w8 when both head dims pad to 16;
+// m64 n64 w4 compiles clean there.
+std::string heuristic_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {
+  if (dims.d_qk_pad <= 16 && dims.d_v_pad <= 16 && t.warps == 8)
+    return "ptxas spills with eight warps where both head dims pad to 16";
+  return bwd_dq_tiles_problem(dims, t, target);
 }
 
 Tiles default_tiles(const Spec& spec, const std::string& target) {
-  const PaddedDims dims = padded_dims(spec);
-  for (const Tiles& t : kPreferred)
-    if (bwd_dq_tiles_problem(dims, t, target).empty() && mask_tiles_problem(spec, t).empty() &&
-        !spills_at_tiny_heads(dims, t))
-      return t;
-  throw Error(ErrorKind::Usage,
-              fmt::format("no dQ tile configuration fits head dims {}/{} on {}", spec.head_dim_qk,
-                          spec.head_dim_v, target));
+  return first_fitting_tiles(kPreferred, spec, target, heuristic_problem, "dQ");
 }
 
 std::vector<Tiles> tuning_grid(const Spec&) {
   return {std::begin(kPreferred), std::end(kPreferred)};
 }
 
-std::string tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
-
-std::string extra_source(const Plan&) { return ""; }
-
 std::string entry(const Plan& plan) {
-  return fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
-      "  fj::bwd_dq_sm80<KernelConfig>(params);\n"
-      "}}\n",
-      plan.threads, plan.kernel_name);
+  return struct_entry(plan, "BwdParams", "fj::bwd_dq_sm80");
 }
 
 }  // namespace
@@ -95,16 +79,16 @@ const KernelPathInfo kBwdDqSm80Path = {
     .persistent_grid = false,
     .tma_loads = false,
     .grid_over = GridOver::QueryRows,
-    .serves = serves,
+    .serves = serves_every_target,
     .default_tiles = default_tiles,
     .tiles_problem = bwd_dq_tiles_problem,
     .tiles_in_mask_blocks = true,
     .column_split = bwd_dq_column_split,
     .shared_bytes = bwd_dq_shared_bytes,
     .tuning_grid = tuning_grid,
-    .tuning_problem = tuning_problem,
+    .tuning_problem = no_tuning_problem,
     .tiles_label = gen::tiles_label,
-    .extra_source = extra_source,
+    .extra_source = no_extra_source,
     .entry = entry,
 };
 

@@ -7,10 +7,6 @@
 namespace flashjit::gen {
 namespace {
 
-bool serves(const Spec&, const std::string& target, const CallTraits&) {
-  return is_known_target(target);
-}
-
 ColumnSplit column_split(const PaddedDims& dims) {
   return {.dk_slice = dims.d_qk_pad, .dv_slice = dims.d_v_pad, .splits = 1};
 }
@@ -29,18 +25,10 @@ int shared_bytes(const PaddedDims&, const Tiles&) { return 0; }
 
 std::vector<Tiles> tuning_grid(const Spec&) { return {}; }
 
-std::string tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
-
 std::string rows_label(const Tiles& t) { return fmt::format("m{}w{}", t.block_m, t.warps); }
 
-std::string extra_source(const Plan&) { return ""; }
-
 std::string entry(const Plan& plan) {
-  return fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const BwdParams params) {{\n"
-      "  fj::bwd_pre<KernelConfig>(params);\n"
-      "}}\n",
-      plan.threads, plan.kernel_name);
+  return struct_entry(plan, "BwdParams", "fj::bwd_pre");
 }
 
 }  // namespace
@@ -56,16 +44,16 @@ const KernelPathInfo kBwdPrePath = {
     .persistent_grid = false,
     .tma_loads = false,
     .grid_over = GridOver::QueryRows,
-    .serves = serves,
+    .serves = serves_every_target,
     .default_tiles = default_tiles,
     .tiles_problem = tiles_problem,
     .tiles_in_mask_blocks = false,
     .column_split = column_split,
     .shared_bytes = shared_bytes,
     .tuning_grid = tuning_grid,
-    .tuning_problem = tuning_problem,
+    .tuning_problem = no_tuning_problem,
     .tiles_label = rows_label,
-    .extra_source = extra_source,
+    .extra_source = no_extra_source,
     .entry = entry,
 };
 

@@ -9,10 +9,6 @@
 namespace flashjit::gen {
 namespace {
 
-bool serves(const Spec&, const std::string& target, const CallTraits&) {
-  return is_known_target(target);
-}
-
 std::string tiles_problem(const PaddedDims& dims, const Tiles& tiles, const std::string& target) {
   return sm80_tiles_problem(dims, tiles, target);
 }
@@ -37,14 +33,8 @@ std::string tuning_problem(const PaddedDims& dims, const Tiles& tiles) {
                      kSm80MaxAccumulatorRegisters);
 }
 
-std::string extra_source(const Plan&) { return ""; }
-
 std::string entry(const Plan& plan) {
-  return fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const FwdParams params) {{\n"
-      "  fj::fwd_sm80<KernelConfig>(params);\n"
-      "}}\n",
-      plan.threads, plan.kernel_name);
+  return struct_entry(plan, "FwdParams", "fj::fwd_sm80");
 }
 
 }  // namespace
@@ -60,7 +50,7 @@ const KernelPathInfo kFwdSm80Path = {
     .persistent_grid = false,
     .tma_loads = false,
     .grid_over = GridOver::QueryRows,
-    .serves = serves,
+    .serves = serves_every_target,
     .default_tiles = sm80_default_tiles,
     .tiles_problem = tiles_problem,
     .tiles_in_mask_blocks = true,
@@ -69,7 +59,7 @@ const KernelPathInfo kFwdSm80Path = {
     .tuning_grid = tuning_grid,
     .tuning_problem = tuning_problem,
     .tiles_label = gen::tiles_label,
-    .extra_source = extra_source,
+    .extra_source = no_extra_source,
     .entry = entry,
 };
 

@@ -90,6 +90,21 @@ struct KernelPathInfo {
   std::string (*entry)(const Plan& plan);
 };
 
+// Pieces several paths' descriptors share.
+bool serves_every_target(const Spec& spec, const std::string& target, const CallTraits& call);
+std::string no_tuning_problem(const PaddedDims& dims, const Tiles& tiles);
+std::string no_extra_source(const Plan& plan);
+// The extern "C" entry of a kernel that takes one parameter struct: `params_type` by value,
+// passed to the device function template `function`<KernelConfig>.
+std::string struct_entry(const Plan& plan, const char* params_type, const char* function);
+// The first of `preferred` that `problem` accepts on `target` and whose tiles lie inside the
+// spec's mask blocks; Error(Usage) "no <kernel> tile configuration fits ..." when none does.
+Tiles first_fitting_tiles(std::span<const Tiles> preferred, const Spec& spec,
+                          const std::string& target,
+                          std::string (*problem)(const PaddedDims&, const Tiles&,
+                                                 const std::string&),
+                          const char* kernel);
+
 // Every path, in the order of preference.
 std::span<const KernelPathInfo* const> kernel_paths();
 const KernelPathInfo& kernel_path(KernelPath id);

@@ -6,6 +6,7 @@
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
 #include "generator/kernel_path.h"
+#include "generator/plan.h"
 #include "generator/targets.h"
 
 namespace flashjit::gen {
@@ -38,6 +39,35 @@ const char* to_string(Step step) {
 
 Operation operation_of(Step step) {
   return step == Step::Forward ? Operation::Forward : Operation::Backward;
+}
+
+bool serves_every_target(const Spec&, const std::string& target, const CallTraits&) {
+  return is_known_target(target);
+}
+
+std::string no_tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
+
+std::string no_extra_source(const Plan&) { return ""; }
+
+std::string struct_entry(const Plan& plan, const char* params_type, const char* function) {
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const {} params) {{\n"
+      "  {}<KernelConfig>(params);\n"
+      "}}\n",
+      plan.threads, plan.kernel_name, params_type, function);
+}
+
+Tiles first_fitting_tiles(std::span<const Tiles> preferred, const Spec& spec,
+                          const std::string& target,
+                          std::string (*problem)(const PaddedDims&, const Tiles&,
+                                                 const std::string&),
+                          const char* kernel) {
+  const PaddedDims dims = padded_dims(spec);
+  for (const Tiles& t : preferred)
+    if (problem(dims, t, target).empty() && mask_tiles_problem(spec, t).empty()) return t;
+  throw Error(ErrorKind::Usage,
+              fmt::format("no {} tile configuration fits head dims {}/{} on {}", kernel,
+                          spec.head_dim_qk, spec.head_dim_v, target));
 }
 
 std::span<const KernelPathInfo* const> kernel_paths() { return kPaths; }
