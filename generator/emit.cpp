@@ -51,11 +51,13 @@ std::string kernel_config(const Plan& plan) {
       "  static constexpr int kAlign = {};\n"
       "{}"
       "  static constexpr bool kVarlen = {};\n"
+      "  static constexpr bool kPaged = {};\n"
       "}};\n",
       element_type(plan.spec.dtype).device_type, spec_constants(plan.spec, ConstantGroup::HeadDims),
       plan.d_qk_pad, plan.d_v_pad, plan.dk_slice, plan.dv_slice, plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n,
       plan.tiles.warps, plan.tiles.stages, plan.call.align_bytes,
-      spec_constants(plan.spec, ConstantGroup::Mask), plan.call.varlen ? "true" : "false");
+      spec_constants(plan.spec, ConstantGroup::Mask), plan.call.varlen ? "true" : "false",
+      plan.call.paged ? "true" : "false");
 }
 
 // The host/device agreement on the path's device layout.

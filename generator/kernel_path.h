@@ -17,16 +17,18 @@ namespace flashjit::gen {
 struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
-enum class KernelPath { FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80 };
+enum class KernelPath { FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80, DecSm80, DecCombine };
 
 // What the runtime runs for a public call; each is a list of launches of paths.
 enum class Operation { Forward, Backward, Decode };
 const char* to_string(Operation operation);  // "forward" | "backward" | "decode"
 
 // One launch of an operation, which a path serves: the forward is one step; the backward is
-// D = rowsum(dO * O), then dK/dV and dQ.
-enum class Step { Forward, BwdPre, BwdDkDv, BwdDq };
-const char* to_string(Step step);  // "forward" | "bwd_pre" | "bwd_dkdv" | "bwd_dq"
+// D = rowsum(dO * O), then dK/dV and dQ; decode is the split kernel, then (when the keys were
+// split) the combine of the partial outputs.
+enum class Step { Forward, BwdPre, BwdDkDv, BwdDq, DecSplit, DecCombine };
+// "forward" | "bwd_pre" | "bwd_dkdv" | "bwd_dq" | "dec_split" | "dec_combine"
+const char* to_string(Step step);
 Operation operation_of(Step step);
 
 
@@ -36,13 +38,16 @@ struct CallTraits {
   int align_bytes = 16;       // every row start of Q/K/V/O is a multiple of this (16/8/4/2)
   bool tma_loadable = true;   // TMA can load the call's Q, K and V
   bool varlen = false;        // packed variable-length batches (cu_seqlens)
+  bool paged = false;         // decode: K/V in pages addressed through a block table
   bool operator==(const CallTraits&) const = default;
   auto operator<=>(const CallTraits&) const = default;
 };
 
 // What a path's grid covers: blocks of block_m query rows of every query head (the forward,
-// dQ), or blocks of block_n keys of every kv head (dK/dV); z is batch * column splits.
-enum class GridOver { QueryRows, KeyRows };
+// dQ), blocks of block_n keys of every kv head (dK/dV), or blocks of block_m packed rows (the
+// query rows of a GQA group) of every kv head, times the key splits (decode); z is batch *
+// column splits. The decode combine takes rows of every (batch, query head).
+enum class GridOver { QueryRows, KeyRows, PackedRows, CombineRows };
 
 struct KernelPathInfo {
   KernelPath id;

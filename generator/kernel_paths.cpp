@@ -3,6 +3,8 @@
 #include "generator/bwd_dkdv_sm80_path.h"
 #include "generator/bwd_dq_sm80_path.h"
 #include "generator/bwd_pre_path.h"
+#include "generator/dec_combine_path.h"
+#include "generator/dec_sm80_path.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
 #include "generator/kernel_path.h"
@@ -13,8 +15,9 @@ namespace flashjit::gen {
 namespace {
 
 // In the order of preference: a call takes the first path that serves it.
-constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path, &kFwdSm80Path, &kBwdPrePath,
-                                            &kBwdDkDvSm80Path, &kBwdDqSm80Path};
+constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path,     &kFwdSm80Path,   &kBwdPrePath,
+                                            &kBwdDkDvSm80Path, &kBwdDqSm80Path, &kDecSm80Path,
+                                            &kDecCombinePath};
 
 }  // namespace
 
@@ -33,12 +36,22 @@ const char* to_string(Step step) {
     case Step::BwdPre: return "bwd_pre";
     case Step::BwdDkDv: return "bwd_dkdv";
     case Step::BwdDq: return "bwd_dq";
+    case Step::DecSplit: return "dec_split";
+    case Step::DecCombine: return "dec_combine";
   }
   return "unknown";
 }
 
 Operation operation_of(Step step) {
-  return step == Step::Forward ? Operation::Forward : Operation::Backward;
+  switch (step) {
+    case Step::Forward: return Operation::Forward;
+    case Step::BwdPre:
+    case Step::BwdDkDv:
+    case Step::BwdDq: return Operation::Backward;
+    case Step::DecSplit:
+    case Step::DecCombine: return Operation::Decode;
+  }
+  return Operation::Forward;
 }
 
 bool serves_every_target(const Spec&, const std::string& target, const CallTraits&) {

@@ -26,6 +26,15 @@ const char* to_string(DType dtype) {
   return "unknown";
 }
 
+const char* to_string(DecodeMode mode) {
+  switch (mode) {
+    case DecodeMode::Auto: return "auto";
+    case DecodeMode::Always: return "always";
+    case DecodeMode::Never: return "never";
+  }
+  return "unknown";
+}
+
 const char* to_string(Arch arch) {
   switch (arch) {
     case Arch::Auto: return "auto";

@@ -14,11 +14,11 @@ std::string kernel_name(const Plan& p) {
   const std::string mask = s.mask == MaskKind::SlidingWindow
                                ? fmt::format("_w{}_{}", s.window_left, s.window_right)
                                : mask_label(s);
-  return fmt::format("{}_qk{}_v{}_{}_{}{}_{}_a{}_{}{}", p.path->kernel_prefix, s.head_dim_qk,
+  return fmt::format("{}_qk{}_v{}_{}_{}{}_{}_a{}_{}{}{}", p.path->kernel_prefix, s.head_dim_qk,
                      s.head_dim_v,
                      to_string(s.dtype), s.causal ? "causal" : "full", mask,
                      p.path->tiles_label(p.tiles), p.call.align_bytes, target,
-                     p.call.varlen ? "_varlen" : "");
+                     p.call.varlen ? "_varlen" : "", p.call.paged ? "_paged" : "");
 }
 
 }  // namespace

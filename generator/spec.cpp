@@ -64,6 +64,9 @@ std::optional<SpecProblem> enum_problem(const Spec& spec) {
     return problem("dtype", fmt::format("{} is not a DType", static_cast<int>(spec.dtype)));
   if (spec.arch != Arch::Auto && spec.arch != Arch::Sm80 && spec.arch != Arch::Sm90a)
     return problem("arch", fmt::format("{} is not an Arch", static_cast<int>(spec.arch)));
+  if (spec.decode != DecodeMode::Auto && spec.decode != DecodeMode::Always &&
+      spec.decode != DecodeMode::Never)
+    return problem("decode", fmt::format("{} is not a DecodeMode", static_cast<int>(spec.decode)));
   if (spec.mask != MaskKind::None && spec.mask != MaskKind::SlidingWindow &&
       spec.mask != MaskKind::BlockSparse && spec.mask != MaskKind::Pattern)
     return problem("mask", fmt::format("{} is not a MaskKind", static_cast<int>(spec.mask)));

@@ -159,6 +159,11 @@ const std::vector<SpecField> kFields = {
     {.path = "backward.deterministic",
      .members = {&Spec::deterministic},
      .allowed = "true (bitwise-identical gradients on every run), false (dQ summed with atomics)"},
+    // Not in the tune key: it chooses between operations, whose tiles are tuned apart.
+    {.path = "decode",
+     .members = {&Spec::decode},
+     .allowed = "auto (few query rows against many keys, and every KV-cache call), always, "
+                "never"},
     // Not in the tune key: the tiles are what is tuned.
     {.path = "tiles",
      .node = Node::Map,

@@ -20,9 +20,11 @@ struct SpecProblem;
 
 // A Spec member a row reads and writes (tiles' members are those of Spec::tiles).
 using Member = std::variant<std::string Spec::*, int Spec::*, bool Spec::*, DType Spec::*,
-                            Arch Spec::*, MaskKind Spec::*, PatternKind Spec::*, int Tiles::*>;
+                            Arch Spec::*, MaskKind Spec::*, PatternKind Spec::*,
+                            DecodeMode Spec::*, int Tiles::*>;
 // The value of a Member.
-using MemberValue = std::variant<std::string, int, bool, DType, Arch, MaskKind, PatternKind>;
+using MemberValue =
+    std::variant<std::string, int, bool, DType, Arch, MaskKind, PatternKind, DecodeMode>;
 
 MemberValue value_of(const Spec& spec, const Member& member);
 void assign(Spec& spec, const Member& member, const MemberValue& value);

@@ -31,6 +31,7 @@ using gen::SpecField;
 // Enum values, spelled through to_string() so the parser and the printout share one table.
 constexpr DType kDTypes[] = {DType::F16, DType::BF16};
 constexpr Arch kArchs[] = {Arch::Auto, Arch::Sm80, Arch::Sm90a};
+constexpr DecodeMode kDecodeModes[] = {DecodeMode::Auto, DecodeMode::Always, DecodeMode::Never};
 constexpr PatternKind kPatternKinds[] = {PatternKind::Local, PatternKind::Strided,
                                          PatternKind::GlobalLocal};
 
@@ -275,6 +276,9 @@ class SpecReader {
   }
   gen::MemberValue parse_value(Arch Spec::*, const Entry& e) const {
     return choice(e, kArchs, std::span<const Planned>());
+  }
+  gen::MemberValue parse_value(DecodeMode Spec::*, const Entry& e) const {
+    return choice(e, kDecodeModes, std::span<const Planned>());
   }
   gen::MemberValue parse_value(PatternKind Spec::*, const Entry& e) const {
     return choice(e, kPatternKinds, std::span<const Planned>());

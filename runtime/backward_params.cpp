@@ -19,6 +19,10 @@ void require(bool ok, const std::string& message) {
 void check_backward_args(const Spec& spec, const BackwardArgs& args) {
   check_forward_args(spec, args.forward);
   const ForwardArgs& f = args.forward;
+  if (f.cache_seqlens != nullptr || f.block_table != nullptr)
+    throw Error(ErrorKind::Usage, fmt::format("backward: kernel {}: a KV cache (cache_seqlens or "
+                                              "block_table) has no backward pass",
+                                              spec.name));
   require(f.lse != nullptr, fmt::format("lse must be the forward's LSE, not null (kernel {})",
                                         spec.name));
   require(args.d_o && args.d_q && args.d_k && args.d_v,

@@ -22,9 +22,12 @@ uint64_t row_start_bits(const void* base, const TensorStrides& st, int batch, in
 
 uint64_t qkv_bits(const Spec& spec, const ForwardArgs& a) {
   const int e = gen::element_type(spec.dtype).bytes;
+  // A paged cache's first dimension is its pages.
+  const int cache_batch = a.block_table != nullptr ? a.num_pages : a.batch;
+  const int cache_rows = a.block_table != nullptr ? a.page_size : a.seqlen_k;
   return row_start_bits(a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q, e) |
-         row_start_bits(a.k, a.k_stride, a.batch, a.seqlen_k, a.heads_kv, e) |
-         row_start_bits(a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv, e);
+         row_start_bits(a.k, a.k_stride, cache_batch, cache_rows, a.heads_kv, e) |
+         row_start_bits(a.v, a.v_stride, cache_batch, cache_rows, a.heads_kv, e);
 }
 
 int alignment_of(uint64_t bits) {
@@ -57,6 +60,13 @@ gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args) {
           .varlen = args.cu_seqlens_q != nullptr};
 }
 
+gen::CallTraits decode_call_traits(const Spec& spec, const ForwardArgs& args) {
+  return {.align_bytes = forward_alignment(spec, args),
+          .tma_loadable = false,
+          .varlen = false,
+          .paged = args.block_table != nullptr};
+}
+
 int backward_alignment(const Spec& spec, const BackwardArgs& a) {
   const ForwardArgs& f = a.forward;
   const int e = gen::element_type(spec.dtype).bytes;
@@ -74,14 +84,32 @@ gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args)
           .varlen = args.forward.cu_seqlens_q != nullptr};
 }
 
-LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count) {
+LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count,
+                               int kv_splits) {
   LaunchGeometry g;
-  const bool keys = plan.path->grid_over == gen::GridOver::KeyRows;
-  const int rows = keys ? args.seqlen_k : args.seqlen_q;
-  const int block = keys ? plan.tiles.block_n : plan.tiles.block_m;
-  g.grid_x = static_cast<unsigned>((rows + block - 1) / block);
-  g.grid_y = static_cast<unsigned>(keys ? args.heads_kv : args.heads_q);
-  g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
+  const auto blocks = [](long long rows, int block) {
+    return static_cast<unsigned>((rows + block - 1) / block);
+  };
+  switch (plan.path->grid_over) {
+    case gen::GridOver::QueryRows:
+      g.grid_x = blocks(args.seqlen_q, plan.tiles.block_m);
+      g.grid_y = static_cast<unsigned>(args.heads_q);
+      g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
+      break;
+    case gen::GridOver::KeyRows:
+      g.grid_x = blocks(args.seqlen_k, plan.tiles.block_n);
+      g.grid_y = static_cast<unsigned>(args.heads_kv);
+      g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits);
+      break;
+    case gen::GridOver::PackedRows:
+      g.grid_x = blocks(1LL * args.seqlen_q * (args.heads_q / args.heads_kv), plan.tiles.block_m);
+      g.grid_y = static_cast<unsigned>(args.heads_kv);
+      g.grid_z = static_cast<unsigned>(args.batch * plan.dv_splits * kv_splits);
+      break;
+    case gen::GridOver::CombineRows:
+      g.grid_x = blocks(1LL * args.batch * args.heads_q * args.seqlen_q, plan.tiles.block_m);
+      break;
+  }
   if (plan.path->persistent_grid) {
     // One CTA a multiprocessor (its threads hold the whole register file), each drawing
     // tiles until the grid's are done.

@@ -22,6 +22,9 @@ int qkv_alignment(const Spec& spec, const ForwardArgs& args);
 bool tma_loadable(const Spec& spec, const ForwardArgs& args);
 
 gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args);
+// A decode call's: its alignment and whether its cache is paged (decode loads through no
+// tensor map).
+gen::CallTraits decode_call_traits(const Spec& spec, const ForwardArgs& args);
 
 // Largest of 16/8/4/2 that divides every row start of Q, K, V, O, dO, dQ, dK and dV. The
 // backward's kernels load no tensor through TMA.
@@ -34,7 +37,9 @@ struct LaunchGeometry {
   unsigned shared_bytes = 0;
 };
 // The grid of one call: blocks of rows (the path's GridOver) of every head, times batch and
-// column splits. A persistent path's grid holds `sm_count` CTAs at most.
-LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count);
+// column splits (and decode's `kv_splits`). A persistent path's grid holds `sm_count` CTAs
+// at most.
+LaunchGeometry launch_geometry(const gen::Plan& plan, const ForwardArgs& args, int sm_count,
+                               int kv_splits = 1);
 
 }  // namespace flashjit::rt

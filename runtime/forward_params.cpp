@@ -60,6 +60,43 @@ void check_mask_args(const Spec& spec, const ForwardArgs& a) {
   }
 }
 
+// The KV cache's lengths and page table (flashjit.h, ForwardArgs).
+void check_cache_args(const Spec& spec, const ForwardArgs& a) {
+  const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+  const bool cache = a.cache_seqlens != nullptr || a.block_table != nullptr;
+  if (cache && spec.decode == DecodeMode::Never)
+    throw Error(ErrorKind::Usage,
+                fmt::format("forward: kernel {} has decode: never, but the call has a KV cache "
+                            "(cache_seqlens or block_table), which only the decode kernels read",
+                            spec.name));
+  if (cache && (a.cu_seqlens_q != nullptr || spec.mask == MaskKind::BlockSparse ||
+                spec.mask == MaskKind::Pattern))
+    throw Error(ErrorKind::Usage,
+                fmt::format("forward: a KV cache (cache_seqlens or block_table) is not served "
+                            "with {} yet (kernel {})",
+                            a.cu_seqlens_q != nullptr ? "cu_seqlens" : "a block mask",
+                            spec.name));
+  require(aligned4(a.cache_seqlens),
+          fmt::format("cache_seqlens={} must be 4-byte aligned (int32)",
+                      static_cast<const void*>(a.cache_seqlens)));
+  if (a.block_table == nullptr) {
+    require(a.page_size == 0 && a.max_pages == 0 && a.num_pages == 0,
+            fmt::format("page_size = {}, max_pages = {} and num_pages = {} are for a paged "
+                        "cache (block_table): leave them 0",
+                        a.page_size, a.max_pages, a.num_pages));
+    return;
+  }
+  require(aligned4(a.block_table), fmt::format("block_table={} must be 4-byte aligned (int32)",
+                                               static_cast<const void*>(a.block_table)));
+  require(a.page_size >= 1 && a.max_pages >= 1 && a.num_pages >= 1,
+          fmt::format("page_size = {}, max_pages = {} and num_pages = {} must be >= 1 with a "
+                      "block_table",
+                      a.page_size, a.max_pages, a.num_pages));
+  require(static_cast<int64_t>(a.max_pages) * a.page_size >= a.seqlen_k,
+          fmt::format("seqlen_k = {} must be at most max_pages * page_size = {} * {}",
+                      a.seqlen_k, a.max_pages, a.page_size));
+}
+
 }  // namespace
 
 void check_tensor_strides(const char* operation, const char* tensor, const TensorStrides& stride,
@@ -103,11 +140,15 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
           fmt::format("softmax_scale = {} must be finite and >= 0 (0 picks 1/sqrt(head_dim_qk))",
                       args.softmax_scale));
   check_mask_args(spec, args);
-  // Packed varlen tensors have no batch dimension: its stride is never used.
+  check_cache_args(spec, args);
+  // Packed varlen tensors have no batch dimension: its stride is never used. A paged cache's
+  // first dimension is its pages.
   const int strided_batch = args.cu_seqlens_q != nullptr ? 1 : args.batch;
+  const int cache_batch = args.block_table != nullptr ? args.num_pages : strided_batch;
+  const int cache_rows = args.block_table != nullptr ? args.page_size : args.seqlen_k;
   check_strides("q", args.q_stride, strided_batch, args.seqlen_q, args.heads_q);
-  check_strides("k", args.k_stride, strided_batch, args.seqlen_k, args.heads_kv);
-  check_strides("v", args.v_stride, strided_batch, args.seqlen_k, args.heads_kv);
+  check_strides("k", args.k_stride, cache_batch, cache_rows, args.heads_kv);
+  check_strides("v", args.v_stride, cache_batch, cache_rows, args.heads_kv);
   check_strides("o", args.o_stride, strided_batch, args.seqlen_q, args.heads_q);
 }
 

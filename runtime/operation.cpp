@@ -33,6 +33,15 @@ OperationPlan plan_forward(const Spec& spec, const std::string& target,
   return op;
 }
 
+OperationPlan plan_decode(const Spec& spec, const std::string& target,
+                          const gen::CallTraits& call, const Tiles& split_tiles) {
+  OperationPlan op;
+  op.operation = gen::Operation::Decode;
+  op.launches.push_back(gen::make_plan(spec, target, call, &split_tiles, gen::Step::DecSplit));
+  op.launches.push_back(gen::make_plan(spec, target, call, nullptr, gen::Step::DecCombine));
+  return op;
+}
+
 OperationPlan plan_backward(const Spec& spec, const std::string& target,
                             const gen::CallTraits& call) {
   OperationPlan op;

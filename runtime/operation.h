@@ -32,6 +32,10 @@ struct OperationPlan {
 // The forward of `spec` on `target` for a call with these traits; `tuned` as make_plan takes.
 OperationPlan plan_forward(const Spec& spec, const std::string& target,
                            const gen::CallTraits& call, const Tiles* tuned);
+// Decode: the split kernel with `split_tiles` (dec_sm80_tiles for the call's packed rows),
+// then the combine, which runs only when the call splits its keys.
+OperationPlan plan_decode(const Spec& spec, const std::string& target,
+                          const gen::CallTraits& call, const Tiles& split_tiles);
 // The backward: D = rowsum(dO * O), then dK/dV and dQ (each deterministic). Throws
 // Error(Usage) naming the step when no path serves one.
 OperationPlan plan_backward(const Spec& spec, const std::string& target,

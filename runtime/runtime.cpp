@@ -2,17 +2,21 @@
 // compile (KernelCompiler) -> load -> launch through the dlopen'ed driver. Tiles come from
 // the spec, else from the runtime's TileSource (the tune DB by default), else from the
 // path's heuristic.
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "flashjit/flashjit.h"
+#include "generator/dec_sm80_path.h"
 #include "generator/plan.h"
 #include "runtime/backward_params.h"
 #include "runtime/call_traits.h"
+#include "runtime/decode_params.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
 #include "runtime/forward_params.h"
@@ -66,6 +70,11 @@ class JitKernel final : public Kernel {
 
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
+    std::string why;
+    if (rt::takes_decode(spec_, args, why)) {
+      decode(args, stream, why);
+      return;
+    }
     const LoadedOperation& op =
         operation_for(gen::Operation::Forward, rt::forward_call_traits(spec_, args), tiles_for(args));
     for (size_t i = 0; i < op.kernels.size(); ++i)
@@ -95,6 +104,15 @@ class JitKernel final : public Kernel {
       driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
                     g.shared_bytes, stream, kernel_params);
     }
+  }
+
+  size_t forward_workspace_bytes(const ForwardArgs& args) const override {
+    rt::check_forward_args(spec_, args);
+    std::string why;
+    if (!rt::takes_decode(spec_, args, why)) return 0;
+    const rt::OperationPlan plan = decode_plan(args);
+    const int splits = rt::decode_kv_splits_for(plan.launches[0], args, device_.sm_count);
+    return rt::workspace_bytes(rt::decode_scratch(spec_, args, splits));
   }
 
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
@@ -127,6 +145,55 @@ class JitKernel final : public Kernel {
     void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
     driver.launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
                   geometry.block_x, geometry.shared_bytes, stream, kernel_params);
+  }
+
+  rt::OperationPlan decode_plan(const ForwardArgs& args) const {
+    return rt::plan_decode(spec_, target_, rt::decode_call_traits(spec_, args),
+                           gen::dec_sm80_tiles(spec_, target_, rt::decode_packed_rows(args)));
+  }
+
+  // A decode call: the split kernel over kv_splits splits of the keys, then, when there are
+  // several, the combine of their partial outputs.
+  void decode(const ForwardArgs& args, void* stream, const std::string& why) {
+    const Tiles tiles = gen::dec_sm80_tiles(spec_, target_, rt::decode_packed_rows(args));
+    const LoadedOperation& op =
+        operation_for(gen::Operation::Decode, rt::decode_call_traits(spec_, args), tiles);
+    const gen::Plan& split_plan = op.plan.launches[0];
+    const int splits = rt::decode_kv_splits_for(split_plan, args, device_.sm_count);
+    const std::vector<rt::ScratchBuffer> scratch = rt::decode_scratch(spec_, args, splits);
+    rt::Driver& driver = rt::Driver::get(ordinal_);
+    rt::StreamScratch owned;
+    void* workspace = args.workspace;
+    if (!scratch.empty()) {
+      const size_t need = rt::workspace_bytes(scratch);
+      if (workspace == nullptr) {
+        owned = rt::StreamScratch(driver, need, stream);
+        workspace = owned.get();
+      } else if (args.workspace_bytes < need ||
+                 reinterpret_cast<uintptr_t>(workspace) % 256 != 0) {
+        throw Error(ErrorKind::Shape,
+                    fmt::format("forward: workspace={} of {} bytes: this decode call needs {} "
+                                "bytes, 256-byte aligned (Kernel::forward_workspace_bytes)",
+                                workspace, args.workspace_bytes, need));
+      }
+    }
+    if (rt::verbose_enabled()) {
+      // Once a kernel and split count: a decode loop calls this every token.
+      const std::string line = fmt::format("{}: decode ({}), {} key split{}",
+                                           split_plan.kernel_name, why, splits,
+                                           splits == 1 ? "" : "s");
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (decode_said_.insert(line).second) rt::verbose_line(line);
+    }
+    DecParams params = rt::make_dec_params(spec_, args, splits, workspace);
+    void* kernel_params[] = {&params};
+    const size_t launches = splits > 1 ? op.kernels.size() : 1;
+    for (size_t i = 0; i < launches; ++i) {
+      const rt::LaunchGeometry g =
+          rt::launch_geometry(op.plan.launches[i], args, device_.sm_count, splits);
+      driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
+                    g.shared_bytes, stream, kernel_params);
+    }
   }
 
   // The tiles for this call's shape bucket, decided once per bucket: the spec's own tiles,
@@ -170,8 +237,11 @@ class JitKernel final : public Kernel {
                            tiles.stages};
     if (auto found = operations_.find(key); found != operations_.end()) return found->second;
     LoadedOperation op;
-    op.plan = operation == gen::Operation::Forward ? rt::plan_forward(spec_, target_, call, &tiles)
-                                                   : rt::plan_backward(spec_, target_, call);
+    switch (operation) {
+      case gen::Operation::Forward: op.plan = rt::plan_forward(spec_, target_, call, &tiles); break;
+      case gen::Operation::Backward: op.plan = rt::plan_backward(spec_, target_, call); break;
+      case gen::Operation::Decode: op.plan = rt::plan_decode(spec_, target_, call, tiles); break;
+    }
     for (const gen::Plan& plan : op.plan.launches) op.kernels.push_back(&load_locked(plan));
     return operations_.emplace(key, std::move(op)).first->second;
   }
@@ -208,12 +278,13 @@ class JitKernel final : public Kernel {
   const DeviceInfo device_;
   const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  // Guards operations_, variants_, tiles_by_bucket_ and tile_counters_: forward() may run
+  // Guards operations_, variants_, tiles_by_bucket_, decode_said_ and tile_counters_: forward() may run
   // on several threads.
   mutable std::mutex mutex_;
   std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
+  std::set<std::string> decode_said_;  // FLASHJIT_VERBOSE's decode lines, each said once
   rt::TileCounters tile_counters_{ordinal_};
 };
 
@@ -290,6 +361,28 @@ std::vector<CompileReport> Runtime::compile_backward(const Spec& spec, const std
   std::vector<CompileReport> reports;
   for (const gen::Plan& plan : rt::plan_backward(spec, target, {}).launches)
     reports.push_back(compile_plan(*impl_->compiler, plan));
+  return reports;
+}
+
+std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::string& target) {
+  spec.validate();
+  std::vector<CompileReport> reports;
+  if (spec.mask == MaskKind::BlockSparse || spec.mask == MaskKind::Pattern) return reports;
+  std::vector<gen::Plan> plans;
+  for (bool paged : {false, true}) {
+    const gen::CallTraits call{.tma_loadable = false, .paged = paged};
+    for (int rows = 16; rows <= rt::kDecodeMaxPackedRows; rows += 16) {
+      const gen::Plan plan = rt::plan_decode(spec, target, call,
+                                             gen::dec_sm80_tiles(spec, target, rows)).launches[0];
+      const bool seen = std::any_of(plans.begin(), plans.end(), [&](const gen::Plan& p) {
+        return p.kernel_name == plan.kernel_name;
+      });
+      if (!seen) plans.push_back(plan);
+    }
+  }
+  plans.push_back(rt::plan_decode(spec, target, {.tma_loadable = false},
+                                  gen::dec_sm80_tiles(spec, target, 16)).launches[1]);
+  for (const gen::Plan& plan : plans) reports.push_back(compile_plan(*impl_->compiler, plan));
   return reports;
 }
 

@@ -1,5 +1,5 @@
-// `flashjit compile SPEC.yaml... [--arch T] [--json] [--backward]`: compile with NVRTC (no GPU
-// needed) and report what ptxas made of each kernel.
+// `flashjit compile SPEC.yaml... [--arch T] [--json] [--backward | --decode]`: compile with
+// NVRTC (no GPU needed) and report what ptxas made of each kernel.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -21,6 +21,7 @@ struct CompileOptions {
   std::string arch;
   bool json = false;
   bool backward = false;
+  bool decode = false;
 };
 
 std::string tiles_text(const Tiles& t) {
@@ -57,6 +58,7 @@ int run_compile(const CompileOptions& options) {
       const std::string target = resolve_target(spec, options.arch);
       const std::vector<CompileReport> reports =
           options.backward ? runtime.compile_backward(spec, target)
+          : options.decode ? runtime.compile_decode(spec, target)
                            : std::vector<CompileReport>{runtime.compile(spec, target)};
       for (const CompileReport& report : reports) {
         if (options.json)
@@ -92,6 +94,10 @@ Command add_compile_command(CLI::App& parent) {
   app->add_flag("--json", options->json, "one JSON object per line and kernel");
   app->add_flag("--backward", options->backward,
                 "compile the backward's kernels (D pre-pass, dK/dV, dQ) instead of the forward");
+  app->add_flag("--decode", options->decode,
+                "compile decode's kernels (the split kernel for 16..64 packed rows, dense and "
+                "paged caches, and the combine) instead of the forward; none for block masks")
+      ->excludes("--backward");
   return {app, [options] { return run_compile(*options); }};
 }
 

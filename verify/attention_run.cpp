@@ -39,6 +39,19 @@ Tolerances make_tolerances(DType dtype) {
   return t;
 }
 
+}  // namespace
+
+const char* to_string(Layout layout) {
+  switch (layout) {
+    case Layout::Contiguous: return "contiguous";
+    case Layout::PaddedHeads: return "padded-heads";
+    case Layout::PackedQkv: return "packed-qkv";
+  }
+  return "?";
+}
+
+Tolerances tolerances_for(DType dtype) { return make_tolerances(dtype); }
+
 std::string describe_failure(const RunResult& r, const Tolerances& t) {
   std::vector<std::string> why;
   if (r.o.nan) why.push_back(fmt::format("{} O elements NaN (unwritten or computed)", r.o.nan));
@@ -59,18 +72,6 @@ std::string describe_failure(const RunResult& r, const Tolerances& t) {
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
-}  // namespace
-
-const char* to_string(Layout layout) {
-  switch (layout) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::PaddedHeads: return "padded-heads";
-    case Layout::PackedQkv: return "packed-qkv";
-  }
-  return "?";
-}
-
-Tolerances tolerances_for(DType dtype) { return make_tolerances(dtype); }
 
 Shape varlen_shape(int heads_q, int heads_kv, std::vector<int> seqlens_q,
                    std::vector<int> seqlens_k) {

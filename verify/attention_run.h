@@ -79,6 +79,10 @@ struct RunResult {
   std::vector<float> lse_values;  // [batch, heads_q, seqlen_q] if keep_outputs
 };
 
+// Why `result` fails `tolerances` ("" when it passes): NaN, elements over the bound, the L2
+// error, LSE infinities, writes outside the outputs.
+std::string describe_failure(const RunResult& result, const Tolerances& tolerances);
+
 // Exact FLOP count of the forward pass (DESIGN.md): 2 * (Dqk + Dv) per visible (query, key)
 // pair, over every batch and query head. A block_sparse shape needs its block_visible.
 double forward_flops(const Spec& spec, const Shape& shape);

@@ -56,6 +56,13 @@ enum class PatternKind {
   GlobalLocal,  // kb < pattern_global, or qb < pattern_global, or |qb - kb| <= pattern_window
 };
 
+// When a forward call runs the decode kernels (split-KV, GQA rows packed into one tile;
+// README, "Decode"): Auto for few query rows against many keys and for every call with a KV
+// cache (ForwardArgs::cache_seqlens, block_table); Always for every call decode serves; Never
+// keeps the forward kernel (and refuses paged caches, which only decode reads).
+enum class DecodeMode { Auto, Always, Never };
+
+const char* to_string(DecodeMode mode);  // "auto" | "always" | "never"
 const char* to_string(DType dtype);  // "fp16" | "bf16"
 const char* to_string(Arch arch);    // "auto" | "sm80" | "sm90a"
 const char* to_string(MaskKind mask);  // "none" | "sliding_window" | "block_sparse" | "pattern"
@@ -91,6 +98,7 @@ struct Spec {
   // backward is deterministic either way: its separate dQ kernel measured faster on an H200
   // than dQ added up with atomics in the dK/dV kernel (bench/NOTES.md, entry 18).
   bool deterministic = false;
+  DecodeMode decode = DecodeMode::Auto;  // decode: auto | always | never
   Tiles tiles;                       // auto unless given
   // Block masks. block_sparse: the mask block of the run-time layout is block_q query rows by
   // block_k keys. pattern: block_q == block_k == the pattern's block. 0 for other masks.
@@ -157,6 +165,26 @@ struct ForwardArgs {
   // the sm90 kernel's tensor maps can address the packed tensors; 0 (unknown) or a call TMA
   // cannot load otherwise runs the sm80 kernel.
   int total_q = 0, total_k = 0;
+
+  // A KV cache (decode; README, "Decode"). cache_seqlens: int32 [batch] device array, the keys
+  // each sequence holds (values above seqlen_k count as seqlen_k, below 0 as 0); null: every
+  // sequence holds seqlen_k. The query rows are the last seqlen_q positions of each sequence
+  // (causal and windows are bottom-right aligned to its own length). Not with cu_seqlens.
+  const int32_t* cache_seqlens = nullptr;
+  // A paged cache: K is [num_pages, page_size, heads_kv, head_dim_qk] and V likewise
+  // (k_stride.batch / v_stride.batch step from page to page), and block_table int32 [batch,
+  // max_pages] (a contiguous device array) lists each sequence's pages in order: key j of
+  // sequence b is row j % page_size of page block_table[b][j / page_size]. seqlen_k is the
+  // longest sequence, at most max_pages * page_size. Page numbers outside [0, num_pages) are
+  // errors of the caller that the kernel survives by clamping them. vLLM's and FlashInfer's
+  // layouts map onto it. Null: a dense cache, K [batch, seqlen_k, heads_kv, dim].
+  const int32_t* block_table = nullptr;
+  int page_size = 0, max_pages = 0, num_pages = 0;
+
+  // Scratch of a decode call that splits the keys (Kernel::forward_workspace_bytes); null:
+  // the runtime takes it from the GPU's stream-ordered pool for the call.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 
   // Strides of densely packed tensors in the layout above.
   static ForwardArgs contiguous(const Spec& spec, int batch, int heads_q, int heads_kv,
@@ -231,7 +259,12 @@ class Kernel {
   // The first call compiles and loads: make it outside any CUDA graph capture. The sm90
   // kernel draws tiles from a counter of the stream: a captured launch keeps the counter of
   // the stream it was captured on (README, "forward may be called from several threads").
+  // A call with few query rows against many keys, or with a KV cache, runs the decode
+  // kernels instead (Spec::decode; FLASHJIT_VERBOSE says which ran and why).
   virtual void forward(const ForwardArgs& args, void* stream = nullptr) = 0;
+  // Bytes of workspace a forward call with these arguments needs (0 unless it is a decode
+  // call that splits its keys; 256-byte aligned).
+  virtual size_t forward_workspace_bytes(const ForwardArgs& args) const = 0;
   // The gradients of the forward (BackwardArgs): three launches on `stream` (D = rowsum(dO *
   // O), then dK/dV and dQ). Without a workspace the runtime takes one from the stream-ordered
   // pool of the GPU for the call. Compiles on first use, as forward().
@@ -289,6 +322,10 @@ class Runtime {
   CompileReport compile(const Spec& spec, const std::string& target);
   // The same for the backward's kernels, in launch order (16-byte aligned tensors).
   std::vector<CompileReport> compile_backward(const Spec& spec, const std::string& target);
+  // The same for decode's kernels: the split kernel for every tile height the runtime picks
+  // (16 to 64 packed rows), dense and paged caches, then the combine. Empty for a spec that
+  // decode does not serve (block masks).
+  std::vector<CompileReport> compile_decode(const Spec& spec, const std::string& target);
 
  private:
   struct Impl;

@@ -42,13 +42,14 @@ __device__ __forceinline__ KeyRange visible_queries(int key0, int keys, int seql
 
 // -inf for the scores of keys a row must not see: past the sequence end, right of the
 // (bottom-right aligned) diagonal under causal masking, outside the sliding-window band.
-// `row` is the query row of half 0, `key0` the key of column 0, `diag` = seqlen_k - seqlen_q.
+// `rows` are the query rows of halves 0 and 1 (decode's packed rows are not 8 apart), `key0`
+// the key of column 0, `diag` = seqlen_k - seqlen_q.
 template <class Cfg, int kTiles>
-__device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int key0,
-                                            int seqlen_k, int diag, int lane) {
+__device__ __forceinline__ void mask_scores_of_rows(float (&s)[kTiles][4], const int (&rows)[2],
+                                                    int key0, int seqlen_k, int diag, int lane) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int r = row + half * 8;
+    const int r = rows[half];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -60,6 +61,14 @@ __device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int 
           s[j][half * 2 + e] = neg_inf();
       }
   }
+}
+
+// The same for an m16 tile of consecutive rows whose half 0 is query row `row`.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int key0,
+                                            int seqlen_k, int diag, int lane) {
+  const int rows[2] = {row, row + 8};
+  mask_scores_of_rows<Cfg>(s, rows, key0, seqlen_k, diag, lane);
 }
 
 // mask_scores for the transposed tile S^T (rows are keys, columns query rows), as the

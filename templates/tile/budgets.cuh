@@ -97,6 +97,24 @@ FJ_BUDGET constexpr int bwd_dq_sm80_accumulator_registers(int dq_slice, int bloc
 }
 enum : int { kBwdDqSm80MaxAccumulatorRegisters = 176 };
 
+// ---- dec_sm80: Q, then a kStages ring of K and V tiles; after the key loop the ring holds
+// every warp's O (fp32 rows of dv_slice + 4) and row statistics for the merge. Every warp
+// holds all block_m rows: per m16 group dv_slice / 2 floats of O, and for its block_n / warps
+// keys as many halves of S and quarters of packed P as the forward.
+FJ_BUDGET constexpr int dec_sm80_merge_stride(int dv_slice) { return dv_slice + 4; }
+FJ_BUDGET constexpr int dec_sm80_shared_bytes(int element_bytes, int dqk_pad, int dv_slice,
+                                              int block_m, int block_n, int warps, int stages) {
+  return fwd_sm80_shared_bytes(element_bytes, dqk_pad, dv_slice, block_m, block_n, stages) >
+                 4 * warps * block_m * (dec_sm80_merge_stride(dv_slice) + 2)
+             ? fwd_sm80_shared_bytes(element_bytes, dqk_pad, dv_slice, block_m, block_n, stages)
+             : 4 * warps * block_m * (dec_sm80_merge_stride(dv_slice) + 2);
+}
+FJ_BUDGET constexpr int dec_sm80_accumulator_registers(int dv_slice, int block_m, int block_n,
+                                                       int warps) {
+  return block_m / 16 * (dv_slice / 2 + block_n / warps / 2 + block_n / warps / 4);
+}
+enum : int { kDecSm80MaxAccumulatorRegisters = 176 };
+
 }  // namespace budget
 }  // namespace fj
 

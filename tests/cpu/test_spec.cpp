@@ -150,7 +150,7 @@ TEST_CASE("spec errors: unknown keys name the key, its position, the allowed key
   check_yaml_error("name: x\nhead_dim: 64\ncasual: true\n", "bad.yaml:3:1: casual: unknown key",
                    {"did you mean 'causal'?",
                     "allowed: name, head_dim, head_dim_qk, head_dim_v, "
-                    "dtype, causal, mask, arch, hopper, backward, tiles"});
+                    "dtype, causal, mask, arch, hopper, backward, decode, tiles"});
   CHECK(yaml_error("head_dim: 64\ncolour: red\n").find("did you mean") == std::string::npos);
   check_yaml_error("head_dim: 64\nhopper: {warp_specialisation: true}\n",
                    "bad.yaml:2:10: hopper.warp_specialisation: unknown key",

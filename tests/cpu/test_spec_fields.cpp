@@ -15,6 +15,7 @@
 #include "runtime/tune_key.h"
 
 using flashjit::Arch;
+using flashjit::DecodeMode;
 using flashjit::DType;
 using flashjit::MaskKind;
 using flashjit::PatternKind;
@@ -73,6 +74,8 @@ Spec with_other_value(Spec spec, const gen::Member& member) {
           v = v == MaskKind::None ? MaskKind::BlockSparse : MaskKind::None;
         else if constexpr (std::is_same_v<T, PatternKind>)
           v = v == PatternKind::Local ? PatternKind::Strided : PatternKind::Local;
+        else if constexpr (std::is_same_v<T, DecodeMode>)
+          v = v == DecodeMode::Auto ? DecodeMode::Never : DecodeMode::Auto;
         else v += "x";
       },
       value);
@@ -303,19 +306,19 @@ TEST_CASE("spec fields: check's printout is the one it had before the table") {
         "name: qk64_v32_bf16_global2local1b256\nhead_dim_qk: 64\nhead_dim_v: 32\ndtype: bf16\n"
         "causal: false\nmask: {pattern: {kind: global_local, block: 256, global_blocks: 2, "
         "window_blocks: 1}}\narch: auto\nhopper: {warp_specialization: true}\n"
-        "backward: {deterministic: false}\ntiles: auto\n");
+        "backward: {deterministic: false}\ndecode: auto\ntiles: auto\n");
   CHECK(Spec::from_yaml("head_dim: 64\nmask: {pattern: {kind: strided, stride: 3}}\n"
                         "causal: true\narch: sm80\n")
             .to_yaml() ==
         "name: qk64_v64_bf16_causal_strided3b128\nhead_dim_qk: 64\nhead_dim_v: 64\n"
         "dtype: bf16\ncausal: true\nmask: {pattern: {kind: strided, block: 128, stride: 3}}\n"
         "arch: sm80\nhopper: {warp_specialization: true}\nbackward: {deterministic: false}\n"
-        "tiles: auto\n");
+        "decode: auto\ntiles: auto\n");
   CHECK(Spec::from_yaml("head_dim: 64\narch: sm90a\nhopper: {warp_specialization: false}\n"
                         "tiles: {block_m: 128, block_n: 128, warps: 12, stages: 2}\n")
             .to_yaml() ==
         "name: qk64_v64_bf16\nhead_dim_qk: 64\nhead_dim_v: 64\ndtype: bf16\ncausal: false\n"
         "mask: none\narch: sm90a\nhopper: {warp_specialization: false}\n"
-        "backward: {deterministic: false}\n"
+        "backward: {deterministic: false}\ndecode: auto\n"
         "tiles: {block_m: 128, block_n: 128, warps: 12, stages: 2}\n");
 }

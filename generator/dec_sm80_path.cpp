@@ -1,0 +1,99 @@
+#include "generator/dec_sm80_path.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "generator/plan.h"
+#include "generator/targets.h"
+#include "templates/tile/budgets.cuh"
+
+namespace flashjit::gen {
+namespace {
+
+constexpr int kMaxBlockM = 64;
+
+// Decode serves dense and paged caches with causal and window masks; block masks and varlen
+// batches run the forward.
+bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
+  return is_known_target(target) && spec.mask != MaskKind::BlockSparse &&
+         spec.mask != MaskKind::Pattern && !call.varlen;
+}
+
+int shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  return fj::budget::dec_sm80_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.dv_slice,
+                                           t.block_m, t.block_n, t.warps, t.stages);
+}
+
+Tiles default_tiles(const Spec& spec, const std::string& target) {
+  return dec_sm80_tiles(spec, target, 1);
+}
+
+std::vector<Tiles> tuning_grid(const Spec&) { return {}; }
+
+std::string entry(const Plan& plan) { return struct_entry(plan, "DecParams", "fj::dec_sm80"); }
+
+}  // namespace
+
+std::string dec_sm80_tiles_problem(const PaddedDims& dims, const Tiles& t,
+                                   const std::string& target) {
+  if (t.block_m < 16 || t.block_m > kMaxBlockM || t.block_m % 16 != 0)
+    return fmt::format("block_m {} must be 16, 32, 48 or 64 packed rows", t.block_m);
+  if (t.warps < 1 || t.block_n % (16 * t.warps) != 0)
+    return fmt::format("block_n {} must be a positive multiple of 16 * warps ({}): each warp "
+                       "takes whole k16 steps of every key tile",
+                       t.block_n, 16 * t.warps);
+  if (t.block_n < 16)
+    return fmt::format("block_n {} must be a positive multiple of 16", t.block_n);
+  if (t.stages < 2) return fmt::format("stages {}: the pipeline needs at least 2", t.stages);
+  const int registers = fj::budget::dec_sm80_accumulator_registers(dims.dv_slice, t.block_m,
+                                                                   t.block_n, t.warps);
+  if (registers > fj::budget::kDecSm80MaxAccumulatorRegisters)
+    return fmt::format("{} accumulator registers a thread (more than {} spills)", registers,
+                       static_cast<int>(fj::budget::kDecSm80MaxAccumulatorRegisters));
+  return shared_memory_problem(shared_bytes(dims, t), target);
+}
+
+Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_rows) {
+  const PaddedDims dims = padded_dims(spec);
+  // Four warps of 16 keys each read a 64-key tile per step; three stages keep two tiles in
+  // flight while one is computed, and leave room for two CTAs a multiprocessor at d128.
+  // Narrower tiles and fewer stages fit wide heads and the 99 KB of sm_86/sm_89.
+  constexpr Tiles kKeyTiles[] = {{0, 64, 4, 3}, {0, 64, 4, 2}, {0, 32, 2, 3},
+                                 {0, 32, 2, 2}, {0, 16, 1, 3}, {0, 16, 1, 2}};
+  const int rows = std::clamp(round_up(packed_rows, 16), 16, kMaxBlockM);
+  for (int block_m = rows; block_m >= 16; block_m -= 16) {
+    for (Tiles t : kKeyTiles) {
+      t.block_m = block_m;
+      if (dec_sm80_tiles_problem(dims, t, target).empty()) return t;
+    }
+  }
+  throw Error(ErrorKind::Usage, fmt::format("no decode tile configuration fits head dims {}/{} on {}",
+                                            spec.head_dim_qk, spec.head_dim_v, target));
+}
+
+const KernelPathInfo kDecSm80Path = {
+    .id = KernelPath::DecSm80,
+    .name = "dec_sm80",
+    .label = "dec",
+    .kernel_prefix = "fa_dec",
+    .step = Step::DecSplit,
+    .template_file = "kernels/dec_sm80.cuh",
+    .layout = "fj::DecSm80Layout",
+    .persistent_grid = false,
+    .tma_loads = false,
+    .grid_over = GridOver::PackedRows,
+    .serves = serves,
+    .default_tiles = default_tiles,
+    .tiles_problem = dec_sm80_tiles_problem,
+    .tiles_in_mask_blocks = false,
+    .column_split = forward_column_split,
+    .shared_bytes = shared_bytes,
+    .tuning_grid = tuning_grid,
+    .tuning_problem = no_tuning_problem,
+    .tiles_label = tiles_label,
+    .extra_source = no_extra_source,
+    .entry = entry,
+};
+
+}  // namespace flashjit::gen

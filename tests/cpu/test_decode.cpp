@@ -1,0 +1,223 @@
+// Decode's host side: which calls take it, its tiles and plans, the split heuristic, the
+// scratch sizes, the grid, the cache arguments' checks, and kernels that compile without
+// spills (NVRTC, no GPU).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "generator/dec_sm80_path.h"
+#include "generator/plan.h"
+#include "runtime/call_traits.h"
+#include "runtime/decode_params.h"
+#include "runtime/decode_splits.h"
+#include "runtime/forward_params.h"
+#include "runtime/operation.h"
+#include "tests/cpu/runtime_test_support.h"
+
+namespace flashjit::rt {
+namespace {
+
+using test::spec_of;
+
+// Pointers the checks accept (never dereferenced on the host).
+ForwardArgs decode_args(const Spec& spec, int batch, int heads_q, int heads_kv, int seqlen_q,
+                        int seqlen_k) {
+  ForwardArgs args = ForwardArgs::contiguous(spec, batch, heads_q, heads_kv, seqlen_q, seqlen_k);
+  alignas(256) static char memory[256];
+  args.q = args.k = args.v = memory;
+  args.o = memory;
+  return args;
+}
+
+std::string error_of(const Spec& spec, const ForwardArgs& args) {
+  try {
+    check_forward_args(spec, args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+OperationPlan decode_plan(const Spec& spec, const std::string& target, const ForwardArgs& args) {
+  return plan_decode(spec, target, decode_call_traits(spec, args),
+                     gen::dec_sm80_tiles(spec, target, decode_packed_rows(args)));
+}
+
+}  // namespace
+
+TEST_CASE("decode: auto takes few packed rows against many keys, and every KV-cache call") {
+  const Spec spec = spec_of(128, 128);
+  std::string why;
+  CHECK(takes_decode(spec, decode_args(spec, 1, 32, 8, 1, 32768), why));
+  CHECK(why.find("4 packed query rows") != std::string::npos);
+  CHECK(takes_decode(spec, decode_args(spec, 16, 32, 8, 16, 16384), why));   // 64 rows
+  CHECK_FALSE(takes_decode(spec, decode_args(spec, 16, 32, 8, 17, 16384), why));  // 68
+  CHECK_FALSE(takes_decode(spec, decode_args(spec, 1, 8, 8, 1, 255), why));  // few keys
+  ForwardArgs cached = decode_args(spec, 2, 8, 8, 100, 100);
+  static const int32_t lengths[2] = {100, 3};
+  cached.cache_seqlens = lengths;
+  CHECK(takes_decode(spec, cached, why));
+  CHECK(why == "the call has a KV cache");
+
+  Spec never = spec;
+  never.decode = DecodeMode::Never;
+  CHECK_FALSE(takes_decode(never, decode_args(spec, 1, 32, 8, 1, 32768), why));
+  Spec always = spec;
+  always.decode = DecodeMode::Always;
+  CHECK(takes_decode(always, decode_args(spec, 1, 8, 8, 1000, 1000), why));
+  // Block masks and varlen batches run the forward whatever the spec says.
+  Spec sparse = always;
+  sparse.mask = MaskKind::BlockSparse;
+  sparse.block_q = sparse.block_k = 128;
+  CHECK_FALSE(takes_decode(sparse, decode_args(sparse, 1, 8, 8, 1, 4096), why));
+}
+
+TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target") {
+  const Spec spec = spec_of(128, 128);
+  CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 1) == Tiles{16, 64, 4, 3});
+  CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 17).block_m == 32);
+  // 48 and 64 rows of d128 would hold more accumulators than the budget: 32 rows a block.
+  CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 64).block_m == 32);
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 64).block_m == 64);
+  for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
+    for (int d : {1, 64, 100, 256, 320, 512})
+      for (int rows : {1, 16, 40, 64}) {
+        const Spec s = spec_of(d, d);
+        INFO(target, " d ", d, " rows ", rows);
+        const Tiles t = gen::dec_sm80_tiles(s, target, rows);
+        CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(s), t, target).empty());
+      }
+  CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(spec), {16, 48, 4, 2}, "sm_90a")
+            .find("multiple of 16 * warps") != std::string::npos);
+  CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(spec), {80, 64, 4, 2}, "sm_90a")
+            .find("block_m 80") != std::string::npos);
+}
+
+TEST_CASE("decode: the plan is the split kernel then the combine, paged caches a variant") {
+  const Spec spec = spec_of(128, 128);
+  ForwardArgs args = decode_args(spec, 1, 32, 8, 1, 32768);
+  const OperationPlan dense = decode_plan(spec, "sm_90a", args);
+  REQUIRE(dense.launches.size() == 2);
+  CHECK(dense.operation == gen::Operation::Decode);
+  CHECK(dense.launches[0].path->step == gen::Step::DecSplit);
+  CHECK(dense.launches[1].path->step == gen::Step::DecCombine);
+  CHECK(dense.launches[0].kernel_name == "fa_dec_qk128_v128_bf16_full_m16n64w4s3_a16_sm90a");
+  CHECK(dense.launches[1].kernel_name == "fa_dec_combine_qk128_v128_bf16_full_w4_a16_sm90a");
+  static const int32_t table[1] = {0};
+  args.block_table = table;
+  args.page_size = 32768;
+  args.max_pages = 1;
+  args.num_pages = 1;
+  const OperationPlan paged = decode_plan(spec, "sm_90a", args);
+  CHECK(paged.launches[0].kernel_name == dense.launches[0].kernel_name + "_paged");
+}
+
+TEST_CASE("decode: keys split until the GPU is full, not when the grid already fills it") {
+  // 1 x 8 KV heads over 512 key tiles on 264 CTA slots: 32 splits of 16 tiles, one wave.
+  CHECK(decode_kv_splits(8, 512, 264) == 32);
+  // 64 x 8 KV heads already fill two waves: splitting only adds the combine.
+  CHECK(decode_kv_splits(512, 64, 264) == 1);
+  CHECK(decode_kv_splits(8, 1, 264) == 1);
+  CHECK(decode_kv_splits(0, 100, 264) == 1);
+  // Never past the combine's limit, never more splits than tiles.
+  CHECK(decode_kv_splits(1, 100000, 100000) == kMaxKvSplits);
+  CHECK(decode_kv_splits(1, 5, 264) == 5);
+
+  const Spec spec = spec_of(128, 128);
+  const ForwardArgs args = decode_args(spec, 1, 32, 8, 1, 32768);
+  const gen::Plan plan = decode_plan(spec, "sm_90a", args).launches[0];
+  CHECK(decode_kv_splits_for(plan, args, 132) == 32);
+  // A window bounds the band: 300 keys are 5 tiles of 64.
+  Spec window = spec;
+  window.mask = MaskKind::SlidingWindow;
+  window.window_left = 299;
+  const gen::Plan windowed = decode_plan(window, "sm_90a", args).launches[0];
+  CHECK(decode_kv_splits_for(windowed, args, 132) == 5);
+}
+
+TEST_CASE("decode: scratch holds the partial O and LSE of every split, none for one") {
+  const Spec spec = spec_of(100, 72);
+  const ForwardArgs args = decode_args(spec, 3, 8, 2, 5, 4096);
+  CHECK(decode_scratch(spec, args, 1).empty());
+  const std::vector<ScratchBuffer> scratch = decode_scratch(spec, args, 7);
+  REQUIRE(scratch.size() == 2);
+  const size_t rows = 7 * 3 * 8 * 5;
+  CHECK(scratch[0].bytes == rows * 72 * sizeof(float));
+  CHECK(scratch[1].bytes == rows * sizeof(float));
+  CHECK(workspace_bytes(scratch) == (rows * 72 * 4 + 255) / 256 * 256 + (rows * 4 + 255) / 256 * 256);
+}
+
+TEST_CASE("decode: the grid covers packed rows of every KV head, times batch and splits") {
+  const Spec spec = spec_of(512, 512);  // two V column slices
+  const ForwardArgs args = decode_args(spec, 3, 32, 4, 5, 4096);
+  const OperationPlan op = decode_plan(spec, "sm_90a", args);
+  const LaunchGeometry split = launch_geometry(op.launches[0], args, 132, 6);
+  CHECK(split.grid_x == (5 * 8 + op.launches[0].tiles.block_m - 1) / op.launches[0].tiles.block_m);
+  CHECK(split.grid_y == 4);
+  CHECK(split.grid_z == 3 * 2 * 6);
+  const LaunchGeometry combine = launch_geometry(op.launches[1], args, 132, 6);
+  CHECK(combine.grid_x == (3 * 32 * 5 + 3) / 4);
+  CHECK(combine.grid_y == 1);
+  CHECK(combine.block_x == 128);
+}
+
+TEST_CASE("decode: KV-cache arguments are checked, each bad one named") {
+  const Spec spec = spec_of(128, 128);
+  static const int32_t ints[4] = {0, 1, 2, 3};
+  ForwardArgs args = decode_args(spec, 2, 8, 2, 1, 64);
+  args.block_table = ints;
+  args.page_size = 16;
+  args.max_pages = 4;
+  args.num_pages = 8;
+  args.k_stride = args.v_stride = {16 * 2 * 128, 2 * 128, 128};
+  CHECK(error_of(spec, args).empty());
+  SUBCASE("a capacity below seqlen_k") {
+    args.max_pages = 3;
+    CHECK(error_of(spec, args).find("at most max_pages * page_size = 3 * 16") != std::string::npos);
+  }
+  SUBCASE("page sizes without a table") {
+    args.block_table = nullptr;
+    CHECK(error_of(spec, args).find("leave them 0") != std::string::npos);
+  }
+  SUBCASE("no pages") {
+    args.num_pages = 0;
+    CHECK(error_of(spec, args).find("must be >= 1 with a block_table") != std::string::npos);
+  }
+  SUBCASE("a misaligned length array") {
+    args.cache_seqlens = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(ints) + 2);
+    CHECK(error_of(spec, args).find("cache_seqlens=") != std::string::npos);
+  }
+  SUBCASE("decode: never") {
+    Spec never = spec;
+    never.decode = DecodeMode::Never;
+    CHECK(error_of(never, args).find("decode: never") != std::string::npos);
+  }
+  SUBCASE("with cu_seqlens") {
+    args.cu_seqlens_q = args.cu_seqlens_k = ints;
+    CHECK(error_of(spec, args).find("not served with cu_seqlens") != std::string::npos);
+  }
+}
+
+TEST_CASE("decode: the kernels compile without spills on sm_80 and sm_90a" * doctest::timeout(300)) {
+  test::TempDir cache;
+  test::ScopedEnv dir("FLASHJIT_CACHE_DIR", cache.str());
+  Runtime runtime;
+  Spec spec = spec_of(100, 100);
+  spec.causal = true;
+  for (const char* target : {"sm_80", "sm_90a"}) {
+    const std::vector<CompileReport> reports = runtime.compile_decode(spec, target);
+    // m16 and m32 (48 and 64 rows fall back to 32 at d100), dense and paged, the combine.
+    CHECK(reports.size() == 5);
+    for (const CompileReport& r : reports) {
+      INFO(r.kernel_name);
+      CHECK(r.spill_store_bytes == 0);
+      CHECK(r.spill_load_bytes == 0);
+    }
+  }
+  Spec sparse = spec;
+  sparse.mask = MaskKind::BlockSparse;
+  sparse.block_q = sparse.block_k = 128;
+  CHECK(runtime.compile_decode(sparse, "sm_90a").empty());
+}
+
+}  // namespace flashjit::rt
