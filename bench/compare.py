@@ -4,8 +4,8 @@ FlashAttention-2 "flash", memory-efficient, and PyTorch's default choice) on the
 issue 3, in one run on one GPU: per shape the time and TFLOP/s of each, flashjit's ratios,
 flashjit's max error against an fp32 reference computed in the same run, and flashjit's
 compile times (cold NVRTC, warm disk cache). Writes bench/results/<date>-<gpu>-<commit>.md
-and .json, and latest.md / latest.json. --masks and --backward run the mask benchmark
-(masks.py) and the backward rows (backward.py) instead. See bench/README.md.
+and .json, and latest.md / latest.json. --masks, --backward and --decode run the mask
+benchmark (masks.py), the backward rows (backward.py) and the decode rows (decode.py) instead. See bench/README.md.
 
 Needs torch, triton (optional: timing falls back to CUDA events), the standard library and
 libflashjit_c.so; nothing else is installable on the GPU machine."""
@@ -65,12 +65,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "backward beside SDPA's cuDNN, FA2 and efficient backwards; --dims, "
                         "--seqlens and --quick replace its head dims and seqlen (and drop "
                         "the long series)")
+    p.add_argument("--decode", action="store_true",
+                   help="run the decode rows (issue 16, bench/decode.py) instead: new query "
+                        "rows against long dense and paged KV caches beside SDPA's backends, "
+                        "ms and K/V TB/s; --quick: ANCHORS.md's decode rows only; the first "
+                        "of --dtypes")
     p.add_argument("--list", action="store_true",
                    help="print the shapes the run would measure (FLOPs, targets) and exit: "
                         "needs no GPU, torch or library")
     args = p.parse_args(argv)
-    if args.masks and args.backward:
-        p.error("--masks and --backward are separate runs: pick one")
+    if sum((args.masks, args.backward, args.decode)) > 1:
+        p.error("--masks, --backward and --decode are separate runs: pick one")
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     for d in args.dtypes:
         if d not in ("bf16", "fp16"):
@@ -353,6 +358,9 @@ def main(argv: list[str]) -> int:
     if args.backward:
         import backward
         return backward.run(torch, fj, lib, args)
+    if args.decode:
+        import decode
+        return decode.run(torch, fj, lib, args)
     shapes = selected_shapes(args)
     if not shapes:
         log("no shapes selected (check --dims/--seqlens/--dtypes)")

@@ -23,6 +23,13 @@ class _MaskArgs(ctypes.Structure):
                 ("total_q", ctypes.c_int), ("total_k", ctypes.c_int)]
 
 
+class _KvCacheArgs(ctypes.Structure):
+    """flashjit_kv_cache_args of flashjit_c.h."""
+    _fields_ = [("cache_seqlens", ctypes.c_void_p), ("block_table", ctypes.c_void_p),
+                ("page_size", ctypes.c_int), ("max_pages", ctypes.c_int),
+                ("num_pages", ctypes.c_int)]
+
+
 class FlashjitError(RuntimeError):
     def __init__(self, status: int, message: str):
         self.status = status
@@ -60,6 +67,13 @@ class Library:
         lib.flashjit_backward.argtypes = [p] + grads + [p, ctypes.c_size_t, p]
         lib.flashjit_backward_workspace_bytes.restype = i
         lib.flashjit_backward_workspace_bytes.argtypes = [p] + grads + [
+            ctypes.POINTER(ctypes.c_size_t)]
+        kv_cache = [p, p, p, p, p, p, i, i, i, i, i, _Strides, _Strides, _Strides, _Strides,
+                    ctypes.c_float, ctypes.POINTER(_KvCacheArgs)]
+        lib.flashjit_forward_kv_cache.restype = i
+        lib.flashjit_forward_kv_cache.argtypes = kv_cache + [p, ctypes.c_size_t, p]
+        lib.flashjit_forward_workspace_bytes.restype = i
+        lib.flashjit_forward_workspace_bytes.argtypes = kv_cache + [
             ctypes.POINTER(ctypes.c_size_t)]
         lib.flashjit_kernel_report_json.restype = ctypes.c_char_p
         lib.flashjit_kernel_report_json.argtypes = [p]
@@ -118,6 +132,42 @@ class Kernel:
         def launch() -> None:
             check(forward(*args))
 
+        return launch
+
+    def kv_cache_launcher(self, q, k, v, o, lse, softmax_scale: float, stream: int,
+                          seqlen_k: int, cache_seqlens=None, block_table=None,
+                          page_size: int = 0, workspace_factory=None) -> Callable[[], None]:
+        """A decode call against a KV cache: k/v dense [batch, seqlen_k, heads_kv, dim] or,
+        with `block_table` (int32 [batch, max_pages] CUDA tensor), paged [num_pages,
+        page_size, heads_kv, dim]; `cache_seqlens` an int32 [batch] CUDA tensor or None.
+        `workspace_factory(bytes)` makes the workspace tensor (None: the runtime's pool)."""
+        batch, seqlen_q, heads_q, _ = q.shape
+        heads_kv = k.shape[2]
+        cache = _KvCacheArgs(cache_seqlens.data_ptr() if cache_seqlens is not None else None,
+                             block_table.data_ptr() if block_table is not None else None,
+                             page_size if block_table is not None else 0,
+                             block_table.shape[1] if block_table is not None else 0,
+                             k.shape[0] if block_table is not None else 0)
+        args = (self._handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                lse.data_ptr() if lse is not None else None,
+                batch, heads_q, heads_kv, seqlen_q, seqlen_k,
+                _Strides(*q.stride()[:3]), _Strides(*k.stride()[:3]),
+                _Strides(*v.stride()[:3]), _Strides(*o.stride()[:3]),
+                softmax_scale, ctypes.byref(cache))
+        workspace = None
+        if workspace_factory is not None:
+            size = ctypes.c_size_t()
+            self._lib.check(self._lib.c.flashjit_forward_workspace_bytes(
+                *args, ctypes.byref(size)))
+            workspace = workspace_factory(size.value) if size.value else None
+        call = args + (workspace.data_ptr() if workspace is not None else None,
+                       workspace.numel() if workspace is not None else 0, stream)
+        forward, check = self._lib.c.flashjit_forward_kv_cache, self._lib.check
+
+        def launch() -> None:
+            check(forward(*call))
+
+        launch.keep = (cache, workspace)  # alive as long as the launcher
         return launch
 
     def _backward_args(self, q, k, v, o, lse, d_o, d_q, d_k, d_v, softmax_scale) -> tuple:

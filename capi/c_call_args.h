@@ -106,4 +106,13 @@ inline BackwardArgs backward_args(const char* function, const BackwardTensors& t
   return args;
 }
 
+// The KV-cache fields of a forward call.
+inline void set_kv_cache(ForwardArgs& args, const flashjit_kv_cache_args& cache) {
+  args.cache_seqlens = cache.cache_seqlens;
+  args.block_table = cache.block_table;
+  args.page_size = cache.page_size;
+  args.max_pages = cache.max_pages;
+  args.num_pages = cache.num_pages;
+}
+
 }  // namespace flashjit::capi

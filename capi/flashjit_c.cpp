@@ -130,6 +130,61 @@ int flashjit_forward_masked(flashjit_kernel* kernel, const void* q, const void* 
   });
 }
 
+namespace {
+
+flashjit::ForwardArgs kv_cache_forward_args(const char* function, const void* q, const void* k,
+                                            const void* v, void* o, float* lse, int batch,
+                                            int heads_q, int heads_kv, int seqlen_q,
+                                            int seqlen_k, const int64_t* const strides[4],
+                                            float softmax_scale,
+                                            const flashjit_kv_cache_args* cache) {
+  flashjit::ForwardArgs args = flashjit::capi::forward_args(
+      function, {q, k, v, o, lse}, {batch, heads_q, heads_kv, seqlen_q, seqlen_k}, strides,
+      softmax_scale, nullptr);
+  if (cache != nullptr) flashjit::capi::set_kv_cache(args, *cache);
+  return args;
+}
+
+}  // namespace
+
+int flashjit_forward_kv_cache(flashjit_kernel* kernel, const void* q, const void* k,
+                              const void* v, void* o, float* lse, int batch, int heads_q,
+                              int heads_kv, int seqlen_q, int seqlen_k,
+                              const int64_t q_strides[3], const int64_t k_strides[3],
+                              const int64_t v_strides[3], const int64_t o_strides[3],
+                              float softmax_scale, const flashjit_kv_cache_args* cache,
+                              void* workspace, size_t workspace_bytes, void* stream) {
+  constexpr const char* function = "flashjit_forward_kv_cache";
+  return guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    const int64_t* const strides[] = {q_strides, k_strides, v_strides, o_strides};
+    flashjit::ForwardArgs args =
+        kv_cache_forward_args(function, q, k, v, o, lse, batch, heads_q, heads_kv, seqlen_q,
+                              seqlen_k, strides, softmax_scale, cache);
+    args.workspace = workspace;
+    args.workspace_bytes = workspace_bytes;
+    kernel->kernel->forward(args, stream);
+  });
+}
+
+int flashjit_forward_workspace_bytes(flashjit_kernel* kernel, const void* q, const void* k,
+                                     const void* v, void* o, float* lse, int batch, int heads_q,
+                                     int heads_kv, int seqlen_q, int seqlen_k,
+                                     const int64_t q_strides[3], const int64_t k_strides[3],
+                                     const int64_t v_strides[3], const int64_t o_strides[3],
+                                     float softmax_scale, const flashjit_kv_cache_args* cache,
+                                     size_t* out) {
+  constexpr const char* function = "flashjit_forward_workspace_bytes";
+  return guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    if (out == nullptr) throw null_argument(function, "out");
+    const int64_t* const strides[] = {q_strides, k_strides, v_strides, o_strides};
+    *out = kernel->kernel->forward_workspace_bytes(
+        kv_cache_forward_args(function, q, k, v, o, lse, batch, heads_q, heads_kv, seqlen_q,
+                              seqlen_k, strides, softmax_scale, cache));
+  });
+}
+
 int flashjit_backward(flashjit_kernel* kernel, const void* q, const void* k, const void* v,
                       const void* o, const float* lse, const void* d_o, void* d_q, void* d_k,
                       void* d_v, int batch, int heads_q, int heads_kv, int seqlen_q,

@@ -23,20 +23,21 @@ int decode_packed_rows(const ForwardArgs& args) {
   return args.seqlen_q * (args.heads_q / args.heads_kv);
 }
 
-bool takes_decode(const Spec& spec, const ForwardArgs& args, std::string& why) {
+bool takes_decode(const Spec& spec, const ForwardArgs& args, std::string* why) {
   if (args.cache_seqlens != nullptr || args.block_table != nullptr) {
-    why = "the call has a KV cache";
+    if (why) *why = "the call has a KV cache";
     return true;
   }
   if (!decode_serves(spec, args) || spec.decode == DecodeMode::Never) return false;
   if (spec.decode == DecodeMode::Always) {
-    why = "the spec says decode: always";
+    if (why) *why = "the spec says decode: always";
     return true;
   }
   const int rows = decode_packed_rows(args);
   if (rows > kDecodeMaxPackedRows || args.seqlen_k < kDecodeMinKeys) return false;
-  why = fmt::format("{} packed query rows (seqlen_q {} x group {}) against {} keys", rows,
-                    args.seqlen_q, args.heads_q / args.heads_kv, args.seqlen_k);
+  if (why)
+    *why = fmt::format("{} packed query rows (seqlen_q {} x group {}) against {} keys", rows,
+                       args.seqlen_q, args.heads_q / args.heads_kv, args.seqlen_k);
   return true;
 }
 

@@ -12,11 +12,12 @@
 
 namespace flashjit::rt {
 
-// Does this forward call run the decode kernels? `why` gets the reason for FLASHJIT_VERBOSE.
+// Does this forward call run the decode kernels? `why`, when given, gets the reason (for
+// FLASHJIT_VERBOSE; formatting it every call would cost a decode loop).
 // A KV cache always does (check_forward_args has refused one that decode cannot serve);
 // otherwise Spec::decode decides, and auto takes decode for at most kDecodeMaxPackedRows
 // packed rows (seqlen_q x the GQA group) against at least kDecodeMinKeys keys.
-bool takes_decode(const Spec& spec, const ForwardArgs& args, std::string& why);
+bool takes_decode(const Spec& spec, const ForwardArgs& args, std::string* why = nullptr);
 inline constexpr int kDecodeMaxPackedRows = 64;
 inline constexpr int kDecodeMinKeys = 256;
 

@@ -19,6 +19,9 @@ constexpr int kAbiVersion = 12080;
 using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
                                     CUdriverProcAddressQueryResult*);
 
+// The GPU whose context make_current last made current on this thread.
+thread_local int current_device = 0;
+
 }  // namespace
 
 // The resolved entry points. decltype(&cuX) takes the prototype from cuda.h (the macro there
@@ -31,6 +34,10 @@ struct Driver::Api {
   // never released: they live as long as the process, like the CUDA runtime's.
   std::vector<CUcontext> contexts;
   std::unique_ptr<std::once_flag[]> retained;  // one a GPU: launches then take no lock
+  // flashjit's own stream-ordered pool a GPU, made with its context. The device's default
+  // pool returns its memory at every synchronisation (release threshold 0), so a workspace
+  // taken from it each call would be mapped anew each time; this one keeps what it had.
+  std::vector<CUmemoryPool> pools;
 
 #define FLASHJIT_DRIVER_ENTRY(name) decltype(&name) p_##name = nullptr;
 #define FLASHJIT_DRIVER_ENTRIES(X)                                                          \
@@ -40,7 +47,7 @@ struct Driver::Api {
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventDestroy)          \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)   \
-  X(cuMemAllocAsync) X(cuMemFreeAsync)
+  X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)
   FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_ENTRY)
 #undef FLASHJIT_DRIVER_ENTRY
 
@@ -97,6 +104,7 @@ Driver::Driver() : api_(std::make_unique<Api>()) {
   if (count < 1) throw no_device("the CUDA driver reports no GPU");
   api_->devices.resize(count);
   api_->contexts.resize(count, nullptr);
+  api_->pools.resize(count, nullptr);
   api_->retained = std::make_unique<std::once_flag[]>(count);
   for (int i = 0; i < count; ++i) FLASHJIT_CU(cuDeviceGet, &api_->devices[i], i);
 }
@@ -108,8 +116,17 @@ void Driver::make_current(int device) {
   // A failed retain leaves the flag unset, so the next call tries again.
   std::call_once(api_->retained[device], [&] {
     FLASHJIT_CU(cuDevicePrimaryCtxRetain, &api_->contexts[device], api_->devices[device]);
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = device;
+    FLASHJIT_CU(cuMemPoolCreate, &api_->pools[device], &props);
+    cuuint64_t keep_everything = ~cuuint64_t{0};
+    FLASHJIT_CU(cuMemPoolSetAttribute, api_->pools[device], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &keep_everything);
   });
   FLASHJIT_CU(cuCtxSetCurrent, api_->contexts[device]);
+  current_device = device;
 }
 
 int Driver::device_count() const { return static_cast<int>(api_->devices.size()); }
@@ -243,7 +260,8 @@ void Driver::free(DevicePtr ptr) { FLASHJIT_CU(cuMemFree, ptr); }
 
 DevicePtr Driver::alloc_async(size_t bytes, Stream stream) {
   CUdeviceptr ptr = 0;
-  FLASHJIT_CU(cuMemAllocAsync, &ptr, bytes, static_cast<CUstream>(stream));
+  FLASHJIT_CU(cuMemAllocFromPoolAsync, &ptr, bytes, api_->pools[current_device],
+              static_cast<CUstream>(stream));
   return ptr;
 }
 

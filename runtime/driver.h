@@ -57,9 +57,10 @@ class Driver {
   // Memory (used by the CLI, the tests and the benchmark; the API takes the user's pointers).
   DevicePtr alloc(size_t bytes);
   void free(DevicePtr ptr);
-  // Stream-ordered memory (the device's default pool): usable by work queued on `stream`
-  // after the allocation, returned once the work queued before the free is done. The
-  // backward's workspace when the caller gives none.
+  // Stream-ordered memory from flashjit's pool of the current GPU (which keeps its memory
+  // between calls): usable by work queued on `stream` after the allocation, returned once
+  // the work queued before the free is done. The backward's and decode's workspace when the
+  // caller gives none.
   DevicePtr alloc_async(size_t bytes, Stream stream);
   void free_async(DevicePtr ptr, Stream stream);
   void copy_to_device(DevicePtr dst, const void* src, size_t bytes);

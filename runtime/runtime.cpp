@@ -70,9 +70,8 @@ class JitKernel final : public Kernel {
 
   void forward(const ForwardArgs& args, void* stream) override {
     rt::check_forward_args(spec_, args);
-    std::string why;
-    if (rt::takes_decode(spec_, args, why)) {
-      decode(args, stream, why);
+    if (rt::takes_decode(spec_, args)) {
+      decode(args, stream);
       return;
     }
     const LoadedOperation& op =
@@ -108,8 +107,7 @@ class JitKernel final : public Kernel {
 
   size_t forward_workspace_bytes(const ForwardArgs& args) const override {
     rt::check_forward_args(spec_, args);
-    std::string why;
-    if (!rt::takes_decode(spec_, args, why)) return 0;
+    if (!rt::takes_decode(spec_, args)) return 0;
     const rt::OperationPlan plan = decode_plan(args);
     const int splits = rt::decode_kv_splits_for(plan.launches[0], args, device_.sm_count);
     return rt::workspace_bytes(rt::decode_scratch(spec_, args, splits));
@@ -154,7 +152,7 @@ class JitKernel final : public Kernel {
 
   // A decode call: the split kernel over kv_splits splits of the keys, then, when there are
   // several, the combine of their partial outputs.
-  void decode(const ForwardArgs& args, void* stream, const std::string& why) {
+  void decode(const ForwardArgs& args, void* stream) {
     const Tiles tiles = gen::dec_sm80_tiles(spec_, target_, rt::decode_packed_rows(args));
     const LoadedOperation& op =
         operation_for(gen::Operation::Decode, rt::decode_call_traits(spec_, args), tiles);
@@ -179,6 +177,8 @@ class JitKernel final : public Kernel {
     }
     if (rt::verbose_enabled()) {
       // Once a kernel and split count: a decode loop calls this every token.
+      std::string why;
+      rt::takes_decode(spec_, args, &why);
       const std::string line = fmt::format("{}: decode ({}), {} key split{}",
                                            split_plan.kernel_name, why, splits,
                                            splits == 1 ? "" : "s");

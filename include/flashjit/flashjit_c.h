@@ -97,6 +97,39 @@ FLASHJIT_C_API int flashjit_forward_masked(flashjit_kernel* kernel, const void* 
                                            float softmax_scale, const flashjit_mask_args* mask,
                                            void* stream);
 
+/* A KV cache (the ForwardArgs fields of the same names in flashjit.h; README, "Decode"):
+ * each sequence's cached keys (int32 [batch], or null: seqlen_k each) and, for a paged cache,
+ * the block table (int32 [batch, max_pages]; null: K/V are dense [batch, seqlen_k, heads_kv,
+ * dim]). With a block table K/V are [num_pages, page_size, heads_kv, dim] and their batch
+ * stride steps from page to page. */
+typedef struct flashjit_kv_cache_args {
+  const int32_t* cache_seqlens;
+  const int32_t* block_table;
+  int page_size, max_pages, num_pages;
+} flashjit_kv_cache_args;
+
+/* flashjit_forward against a KV cache: the decode kernels (split over the keys, the GQA
+ * group's rows in one tile). `workspace` is device scratch of at least
+ * flashjit_forward_workspace_bytes bytes, or null (then the runtime takes it from the GPU's
+ * stream-ordered pool). */
+FLASHJIT_C_API int flashjit_forward_kv_cache(flashjit_kernel* kernel, const void* q,
+                                             const void* k, const void* v, void* o, float* lse,
+                                             int batch, int heads_q, int heads_kv, int seqlen_q,
+                                             int seqlen_k, const int64_t q_strides[3],
+                                             const int64_t k_strides[3],
+                                             const int64_t v_strides[3],
+                                             const int64_t o_strides[3], float softmax_scale,
+                                             const flashjit_kv_cache_args* cache,
+                                             void* workspace, size_t workspace_bytes,
+                                             void* stream);
+/* Into *out: the workspace bytes flashjit_forward_kv_cache needs for these arguments (0
+ * unless the call splits its keys). */
+FLASHJIT_C_API int flashjit_forward_workspace_bytes(
+    flashjit_kernel* kernel, const void* q, const void* k, const void* v, void* o, float* lse,
+    int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, const int64_t q_strides[3],
+    const int64_t k_strides[3], const int64_t v_strides[3], const int64_t o_strides[3],
+    float softmax_scale, const flashjit_kv_cache_args* cache, size_t* out);
+
 /* Launches the backward pass (flashjit::Kernel::backward) on `stream`, as flashjit_forward
  * does the forward: q, k, v, o and lse as the forward had and wrote them (same shape, strides,
  * softmax_scale and `mask`, which may be null), the output's gradient d_o in, and d_q, d_k,

@@ -48,28 +48,28 @@ OperationPlan decode_plan(const Spec& spec, const std::string& target, const For
 TEST_CASE("decode: auto takes few packed rows against many keys, and every KV-cache call") {
   const Spec spec = spec_of(128, 128);
   std::string why;
-  CHECK(takes_decode(spec, decode_args(spec, 1, 32, 8, 1, 32768), why));
+  CHECK(takes_decode(spec, decode_args(spec, 1, 32, 8, 1, 32768), &why));
   CHECK(why.find("4 packed query rows") != std::string::npos);
-  CHECK(takes_decode(spec, decode_args(spec, 16, 32, 8, 16, 16384), why));   // 64 rows
-  CHECK_FALSE(takes_decode(spec, decode_args(spec, 16, 32, 8, 17, 16384), why));  // 68
-  CHECK_FALSE(takes_decode(spec, decode_args(spec, 1, 8, 8, 1, 255), why));  // few keys
+  CHECK(takes_decode(spec, decode_args(spec, 16, 32, 8, 16, 16384), &why));   // 64 rows
+  CHECK_FALSE(takes_decode(spec, decode_args(spec, 16, 32, 8, 17, 16384), &why));  // 68
+  CHECK_FALSE(takes_decode(spec, decode_args(spec, 1, 8, 8, 1, 255), &why));  // few keys
   ForwardArgs cached = decode_args(spec, 2, 8, 8, 100, 100);
   static const int32_t lengths[2] = {100, 3};
   cached.cache_seqlens = lengths;
-  CHECK(takes_decode(spec, cached, why));
+  CHECK(takes_decode(spec, cached, &why));
   CHECK(why == "the call has a KV cache");
 
   Spec never = spec;
   never.decode = DecodeMode::Never;
-  CHECK_FALSE(takes_decode(never, decode_args(spec, 1, 32, 8, 1, 32768), why));
+  CHECK_FALSE(takes_decode(never, decode_args(spec, 1, 32, 8, 1, 32768), &why));
   Spec always = spec;
   always.decode = DecodeMode::Always;
-  CHECK(takes_decode(always, decode_args(spec, 1, 8, 8, 1000, 1000), why));
+  CHECK(takes_decode(always, decode_args(spec, 1, 8, 8, 1000, 1000), &why));
   // Block masks and varlen batches run the forward whatever the spec says.
   Spec sparse = always;
   sparse.mask = MaskKind::BlockSparse;
   sparse.block_q = sparse.block_k = 128;
-  CHECK_FALSE(takes_decode(sparse, decode_args(sparse, 1, 8, 8, 1, 4096), why));
+  CHECK_FALSE(takes_decode(sparse, decode_args(sparse, 1, 8, 8, 1, 4096), &why));
 }
 
 TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target") {
