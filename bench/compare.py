@@ -5,7 +5,8 @@ issue 3, in one run on one GPU: per shape the time and TFLOP/s of each, flashjit
 flashjit's max error against an fp32 reference computed in the same run, and flashjit's
 compile times (cold NVRTC, warm disk cache). Writes bench/results/<date>-<gpu>-<commit>.md
 and .json, and latest.md / latest.json. --masks, --backward and --decode run the mask
-benchmark (masks.py), the backward rows (backward.py) and the decode rows (decode.py) instead. See bench/README.md.
+benchmark (masks.py), the backward rows (backward.py) and the decode rows (decode.py)
+instead. See bench/README.md.
 
 Needs torch, triton (optional: timing falls back to CUDA events), the standard library and
 libflashjit_c.so; nothing else is installable on the GPU machine."""

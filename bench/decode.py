@@ -222,7 +222,7 @@ def run(torch, fj, lib, args) -> int:
     import timing
 
     shapes = decode_grid(args.quick)
-    dtype = args.dtypes.split(",")[0]
+    dtype = args.dtypes[0]
     log(f"[decode] {len(shapes)} shapes ({dtype}), {torch.cuda.get_device_name(0)}, flashjit "
         f"{lib.version()} from {args.lib}")
     start = time.perf_counter()
