@@ -78,9 +78,6 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
 // load_tile for rows that do not lie one stride apart (decode's packed GQA rows, a paged
 // cache): row r of the source starts at row_at(r), called only for r < rows_valid; the
 // zero-filled chunks name `fallback` (any address of the tensor), which is not read.
-// A thread first finds the starts of all its rows, then copies: row_at may read memory (a
-// page table), and finding each start just before its copy waited for that read once a row
-// (a paged cache then decoded at half the speed of a dense one on the H200).
 template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, class T, class RowAt>
 __device__ __forceinline__ void load_rows(T* smem, RowAt row_at, const T* fallback,
                                           int rows_valid, int cols_valid, int tid) {
@@ -88,31 +85,19 @@ __device__ __forceinline__ void load_rows(T* smem, RowAt row_at, const T* fallba
   constexpr int kSlots = pow2_ceil(COLS / kVec);
   constexpr int kRowsPerStep = kSlots <= THREADS ? THREADS / kSlots : 1;
   constexpr int kColSteps = kSlots <= THREADS ? 1 : kSlots / THREADS;
-  constexpr int kRowSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
-  // Starts found at once: four rows' (eight held a stack slot at d128 on sm_90a).
-  constexpr int kBatch = kRowSteps < 4 ? kRowSteps : 4;
   const int slot = kSlots <= THREADS ? tid % kSlots : tid;
   const int row0 = kSlots <= THREADS ? tid / kSlots : 0;
+#pragma unroll(ALIGN == 16 ? 4 : 1)
+  for (int row = row0; row < ROWS; row += kRowsPerStep) {
+    const bool row_in = row < rows_valid;
+    const T* from = row_in ? row_at(row) : nullptr;
 #pragma unroll
-  for (int batch0 = 0; batch0 < kRowSteps; batch0 += kBatch) {
-    const T* from[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int row = row0 + (batch0 + b) * kRowsPerStep;
-      from[b] = row < ROWS && row < rows_valid ? row_at(row) : nullptr;
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int row = row0 + (batch0 + b) * kRowsPerStep;
-#pragma unroll
-      for (int step = 0; step < kColSteps; ++step) {
-        const int col = (step * THREADS + slot) * kVec;
-        if (row >= ROWS || col >= COLS) continue;
-        int valid = from[b] != nullptr ? cols_valid - col : 0;
-        valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
-        copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, valid > 0 ? from[b] + col : fallback,
-                          valid);
-      }
+    for (int step = 0; step < kColSteps; ++step) {
+      const int col = (step * THREADS + slot) * kVec;
+      if (col >= COLS) break;
+      int valid = row_in ? cols_valid - col : 0;
+      valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
+      copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, valid > 0 ? from + col : fallback, valid);
     }
   }
 }
