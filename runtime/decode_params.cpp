@@ -76,6 +76,9 @@ DecParams make_dec_params(const Spec& spec, const ForwardArgs& args, int kv_spli
   params.cache_seqlens = args.cache_seqlens;
   params.block_table = args.block_table;
   params.page_size = args.page_size;
+  params.page_shift = -1;
+  for (int shift = 0; shift < 31; ++shift)
+    if (args.page_size == 1 << shift) params.page_shift = shift;
   params.max_pages = args.max_pages;
   params.num_pages = args.num_pages;
   params.kv_splits = kv_splits;

@@ -14,6 +14,9 @@ struct DecParams : AttnParams {
   // j % page_size of page block_table[b * max_pages + j / page_size].
   const int* block_table;
   int page_size, max_pages, num_pages;  // page numbers are clamped to [0, num_pages)
+  // log2(page_size) when it is a power of two (the usual sizes), else -1: shifts then find a
+  // key's page, not a division a row.
+  int page_shift;
   // The splits of each (batch, kv head)'s keys. With more than one, split s writes its rows'
   // O (normalised by its own row sums) and LSE in fp32 to the partials, which the combine
   // launch merges through the LSEs into O and LSE.

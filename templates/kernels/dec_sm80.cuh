@@ -120,8 +120,11 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   // Where cache row `key` starts, relative to the head's base.
   auto cache_row = [&](int key, long long page_stride, long long seq_stride) -> long long {
     if constexpr (Cfg::kPaged) {
-      const int page = min(max(pages[key / p.page_size], 0), p.num_pages - 1);
-      return page * page_stride + (key % p.page_size) * seq_stride;
+      const bool pow2 = p.page_shift >= 0;
+      const int index = pow2 ? key >> p.page_shift : key / p.page_size;
+      const int row = pow2 ? key & (p.page_size - 1) : key % p.page_size;
+      const int page = min(max(pages[index], 0), p.num_pages - 1);
+      return page * page_stride + row * seq_stride;
     } else {
       return key * seq_stride;
     }
