@@ -185,6 +185,30 @@ int flashjit_forward_workspace_bytes(flashjit_kernel* kernel, const void* q, con
   });
 }
 
+int flashjit_merge(flashjit_kernel* kernel, const void* o_a, const float* lse_a,
+                   const void* o_b, const float* lse_b, void* o, float* lse, int batch,
+                   int heads, int seqlen, const int64_t o_a_strides[3],
+                   const int64_t o_b_strides[3], const int64_t o_strides[3], void* stream) {
+  constexpr const char* function = "flashjit_merge";
+  return guarded(function, [&] {
+    if (kernel == nullptr) throw null_argument(function, "kernel");
+    flashjit::MergeArgs args;
+    args.o_a = o_a;
+    args.lse_a = lse_a;
+    args.o_b = o_b;
+    args.lse_b = lse_b;
+    args.o = o;
+    args.lse = lse;
+    args.batch = batch;
+    args.heads = heads;
+    args.seqlen = seqlen;
+    args.o_a_stride = flashjit::capi::strides_of(o_a_strides, function, "o_a_strides");
+    args.o_b_stride = flashjit::capi::strides_of(o_b_strides, function, "o_b_strides");
+    args.o_stride = flashjit::capi::strides_of(o_strides, function, "o_strides");
+    kernel->kernel->merge(args, stream);
+  });
+}
+
 int flashjit_backward(flashjit_kernel* kernel, const void* q, const void* k, const void* v,
                       const void* o, const float* lse, const void* d_o, void* d_q, void* d_k,
                       void* d_v, int batch, int heads_q, int heads_kv, int seqlen_q,

@@ -7,10 +7,6 @@
 namespace flashjit::gen {
 namespace {
 
-ColumnSplit column_split(const PaddedDims& dims) {
-  return {.dk_slice = dims.d_qk_pad, .dv_slice = dims.d_v_pad, .splits = 1};
-}
-
 // A warp a row at a time; four warps of 16 rows each keep enough loads in flight for a pass
 // that reads O and dO once.
 Tiles default_tiles(const Spec&, const std::string&) { return {.block_m = 64, .warps = 4}; }
@@ -20,10 +16,6 @@ std::string tiles_problem(const PaddedDims&, const Tiles& t, const std::string&)
     return fmt::format("block_m {} must be a positive multiple of warps {}", t.block_m, t.warps);
   return "";
 }
-
-int shared_bytes(const PaddedDims&, const Tiles&) { return 0; }
-
-std::vector<Tiles> tuning_grid(const Spec&) { return {}; }
 
 std::string rows_label(const Tiles& t) { return fmt::format("m{}w{}", t.block_m, t.warps); }
 
@@ -48,9 +40,9 @@ const KernelPathInfo kBwdPrePath = {
     .default_tiles = default_tiles,
     .tiles_problem = tiles_problem,
     .tiles_in_mask_blocks = false,
-    .column_split = column_split,
-    .shared_bytes = shared_bytes,
-    .tuning_grid = tuning_grid,
+    .column_split = whole_columns,
+    .shared_bytes = no_shared_memory,
+    .tuning_grid = no_tuning_grid,
     .tuning_problem = no_tuning_problem,
     .tiles_label = rows_label,
     .extra_source = no_extra_source,

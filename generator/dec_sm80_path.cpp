@@ -29,8 +29,6 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
   return dec_sm80_tiles(spec, target, 1);
 }
 
-std::vector<Tiles> tuning_grid(const Spec&) { return {}; }
-
 std::string entry(const Plan& plan) { return struct_entry(plan, "DecParams", "fj::dec_sm80"); }
 
 }  // namespace
@@ -89,7 +87,7 @@ const KernelPathInfo kDecSm80Path = {
     .tiles_in_mask_blocks = false,
     .column_split = forward_column_split,
     .shared_bytes = shared_bytes,
-    .tuning_grid = tuning_grid,
+    .tuning_grid = no_tuning_grid,
     .tuning_problem = no_tuning_problem,
     .tiles_label = tiles_label,
     .extra_source = no_extra_source,

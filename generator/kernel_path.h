@@ -17,17 +17,19 @@ namespace flashjit::gen {
 struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
-enum class KernelPath { FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80, DecSm80, DecCombine };
+enum class KernelPath {
+  FwdSm90, FwdSm80, BwdPre, BwdDkDvSm80, BwdDqSm80, DecSm80, DecCombine, Merge
+};
 
 // What the runtime runs for a public call; each is a list of launches of paths.
-enum class Operation { Forward, Backward, Decode };
-const char* to_string(Operation operation);  // "forward" | "backward" | "decode"
+enum class Operation { Forward, Backward, Decode, Merge };
+const char* to_string(Operation operation);  // "forward" | "backward" | "decode" | "merge"
 
 // One launch of an operation, which a path serves: the forward is one step; the backward is
 // D = rowsum(dO * O), then dK/dV and dQ; decode is the split kernel, then (when the keys were
-// split) the combine of the partial outputs.
-enum class Step { Forward, BwdPre, BwdDkDv, BwdDq, DecSplit, DecCombine };
-// "forward" | "bwd_pre" | "bwd_dkdv" | "bwd_dq" | "dec_split" | "dec_combine"
+// split) the combine of the partial outputs; the merge of two results is one step.
+enum class Step { Forward, BwdPre, BwdDkDv, BwdDq, DecSplit, DecCombine, Merge };
+// "forward" | "bwd_pre" | "bwd_dkdv" | "bwd_dq" | "dec_split" | "dec_combine" | "merge"
 const char* to_string(Step step);
 Operation operation_of(Step step);
 
@@ -46,7 +48,8 @@ struct CallTraits {
 // What a path's grid covers: blocks of block_m query rows of every query head (the forward,
 // dQ), blocks of block_n keys of every kv head (dK/dV), or blocks of block_m packed rows (the
 // query rows of a GQA group) of every kv head, times the key splits (decode); z is batch *
-// column splits. The decode combine takes rows of every (batch, query head).
+// column splits. The row passes (decode's combine, the merge) take block_m rows of every
+// (batch, query head) a CTA.
 enum class GridOver { QueryRows, KeyRows, PackedRows, CombineRows };
 
 struct KernelPathInfo {
@@ -99,6 +102,16 @@ struct KernelPathInfo {
 bool serves_every_target(const Spec& spec, const std::string& target, const CallTraits& call);
 std::string no_tuning_problem(const PaddedDims& dims, const Tiles& tiles);
 std::string no_extra_source(const Plan& plan);
+std::vector<Tiles> no_tuning_grid(const Spec& spec);
+int no_shared_memory(const PaddedDims& dims, const Tiles& tiles);
+// Every output column in one CTA.
+ColumnSplit whole_columns(const PaddedDims& dims);
+// The row passes (decode's combine, the merge): a warp a row, four rows a CTA, which keep
+// enough rows in flight for a pass that reads each once; labelled "w4".
+Tiles warp_a_row_tiles(const Spec& spec, const std::string& target);
+std::string warp_a_row_problem(const PaddedDims& dims, const Tiles& tiles,
+                               const std::string& target);
+std::string warps_label(const Tiles& tiles);
 // The extern "C" entry of a kernel that takes one parameter struct: `params_type` by value,
 // passed to the device function template `function`<KernelConfig>.
 std::string struct_entry(const Plan& plan, const char* params_type, const char* function);

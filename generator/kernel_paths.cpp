@@ -8,6 +8,7 @@
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
 #include "generator/kernel_path.h"
+#include "generator/merge_path.h"
 #include "generator/plan.h"
 #include "generator/targets.h"
 
@@ -17,7 +18,7 @@ namespace {
 // In the order of preference: a call takes the first path that serves it.
 constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path,     &kFwdSm80Path,   &kBwdPrePath,
                                             &kBwdDkDvSm80Path, &kBwdDqSm80Path, &kDecSm80Path,
-                                            &kDecCombinePath};
+                                            &kDecCombinePath,  &kMergePath};
 
 }  // namespace
 
@@ -26,6 +27,7 @@ const char* to_string(Operation operation) {
     case Operation::Forward: return "forward";
     case Operation::Backward: return "backward";
     case Operation::Decode: return "decode";
+    case Operation::Merge: return "merge";
   }
   return "unknown";
 }
@@ -38,6 +40,7 @@ const char* to_string(Step step) {
     case Step::BwdDq: return "bwd_dq";
     case Step::DecSplit: return "dec_split";
     case Step::DecCombine: return "dec_combine";
+    case Step::Merge: return "merge";
   }
   return "unknown";
 }
@@ -50,6 +53,7 @@ Operation operation_of(Step step) {
     case Step::BwdDq: return Operation::Backward;
     case Step::DecSplit:
     case Step::DecCombine: return Operation::Decode;
+    case Step::Merge: return Operation::Merge;
   }
   return Operation::Forward;
 }
@@ -61,6 +65,24 @@ bool serves_every_target(const Spec&, const std::string& target, const CallTrait
 std::string no_tuning_problem(const PaddedDims&, const Tiles&) { return ""; }
 
 std::string no_extra_source(const Plan&) { return ""; }
+
+std::vector<Tiles> no_tuning_grid(const Spec&) { return {}; }
+
+int no_shared_memory(const PaddedDims&, const Tiles&) { return 0; }
+
+ColumnSplit whole_columns(const PaddedDims& dims) {
+  return {.dk_slice = dims.d_qk_pad, .dv_slice = dims.d_v_pad, .splits = 1};
+}
+
+Tiles warp_a_row_tiles(const Spec&, const std::string&) { return {.block_m = 4, .warps = 4}; }
+
+std::string warp_a_row_problem(const PaddedDims&, const Tiles& t, const std::string&) {
+  if (t.warps < 1 || t.block_m != t.warps)
+    return fmt::format("block_m {} must equal warps {}: a warp a row", t.block_m, t.warps);
+  return "";
+}
+
+std::string warps_label(const Tiles& t) { return fmt::format("w{}", t.warps); }
 
 std::string struct_entry(const Plan& plan, const char* params_type, const char* function) {
   return fmt::format(

@@ -42,6 +42,13 @@ OperationPlan plan_decode(const Spec& spec, const std::string& target,
   return op;
 }
 
+OperationPlan plan_merge(const Spec& spec, const std::string& target) {
+  OperationPlan op;
+  op.operation = gen::Operation::Merge;
+  op.launches.push_back(gen::make_plan(spec, target, {}, nullptr, gen::Step::Merge));
+  return op;
+}
+
 OperationPlan plan_backward(const Spec& spec, const std::string& target,
                             const gen::CallTraits& call) {
   OperationPlan op;

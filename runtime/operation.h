@@ -36,6 +36,9 @@ OperationPlan plan_forward(const Spec& spec, const std::string& target,
 // then the combine, which runs only when the call splits its keys.
 OperationPlan plan_decode(const Spec& spec, const std::string& target,
                           const gen::CallTraits& call, const Tiles& split_tiles);
+// The merge of two partial results: one launch (its kernel reads elements one at a time, so
+// the plan is the same for every alignment).
+OperationPlan plan_merge(const Spec& spec, const std::string& target);
 // The backward: D = rowsum(dO * O), then dK/dV and dQ (each deterministic). Throws
 // Error(Usage) naming the step when no path serves one.
 OperationPlan plan_backward(const Spec& spec, const std::string& target,

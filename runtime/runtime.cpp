@@ -21,6 +21,7 @@
 #include "runtime/env.h"
 #include "runtime/forward_params.h"
 #include "runtime/kernel_compiler.h"
+#include "runtime/merge_params.h"
 #include "runtime/operation.h"
 #include "runtime/tensor_maps.h"
 #include "runtime/tile_counters.h"
@@ -115,6 +116,19 @@ class JitKernel final : public Kernel {
 
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
     return rt::workspace_bytes(rt::backward_scratch(args.forward));
+  }
+
+  void merge(const MergeArgs& args, void* stream) override {
+    rt::check_merge_args(spec_, args);
+    const LoadedOperation& op = operation_for(gen::Operation::Merge, {}, Tiles{});
+    const gen::Plan& plan = op.plan.launches[0];
+    MergeParams params = rt::make_merge_params(args);
+    void* kernel_params[] = {&params};
+    const long long rows = 1LL * args.batch * args.heads * args.seqlen;
+    rt::Driver::get(ordinal_).launch(
+        op.kernels[0]->function,
+        static_cast<unsigned>((rows + plan.tiles.block_m - 1) / plan.tiles.block_m), 1, 1,
+        static_cast<unsigned>(plan.threads), 0, stream, kernel_params);
   }
 
   const Spec& spec() const override { return spec_; }
@@ -241,6 +255,7 @@ class JitKernel final : public Kernel {
       case gen::Operation::Forward: op.plan = rt::plan_forward(spec_, target_, call, &tiles); break;
       case gen::Operation::Backward: op.plan = rt::plan_backward(spec_, target_, call); break;
       case gen::Operation::Decode: op.plan = rt::plan_decode(spec_, target_, call, tiles); break;
+      case gen::Operation::Merge: op.plan = rt::plan_merge(spec_, target_); break;
     }
     for (const gen::Plan& plan : op.plan.launches) op.kernels.push_back(&load_locked(plan));
     return operations_.emplace(key, std::move(op)).first->second;
@@ -366,10 +381,10 @@ std::vector<CompileReport> Runtime::compile_backward(const Spec& spec, const std
 
 std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::string& target) {
   spec.validate();
-  std::vector<CompileReport> reports;
-  if (spec.mask == MaskKind::BlockSparse || spec.mask == MaskKind::Pattern) return reports;
   std::vector<gen::Plan> plans;
+  const bool decode_serves = spec.mask != MaskKind::BlockSparse && spec.mask != MaskKind::Pattern;
   for (bool paged : {false, true}) {
+    if (!decode_serves) break;
     const gen::CallTraits call{.tma_loadable = false, .paged = paged};
     for (int rows = 16; rows <= rt::kDecodeMaxPackedRows; rows += 16) {
       const gen::Plan plan = rt::plan_decode(spec, target, call,
@@ -380,8 +395,11 @@ std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::
       if (!seen) plans.push_back(plan);
     }
   }
-  plans.push_back(rt::plan_decode(spec, target, {.tma_loadable = false},
-                                  gen::dec_sm80_tiles(spec, target, 16)).launches[1]);
+  if (decode_serves)
+    plans.push_back(rt::plan_decode(spec, target, {.tma_loadable = false},
+                                    gen::dec_sm80_tiles(spec, target, 16)).launches[1]);
+  plans.push_back(rt::plan_merge(spec, target).launches[0]);
+  std::vector<CompileReport> reports;
   for (const gen::Plan& plan : plans) reports.push_back(compile_plan(*impl_->compiler, plan));
   return reports;
 }

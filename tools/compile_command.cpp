@@ -96,7 +96,8 @@ Command add_compile_command(CLI::App& parent) {
                 "compile the backward's kernels (D pre-pass, dK/dV, dQ) instead of the forward");
   app->add_flag("--decode", options->decode,
                 "compile decode's kernels (the split kernel for 16..64 packed rows, dense and "
-                "paged caches, and the combine) instead of the forward; none for block masks")
+                "paged caches, the combine) and the merge instead of the forward; only the "
+                "merge for block masks")
       ->excludes("--backward");
   return {app, [options] { return run_compile(*options); }};
 }

@@ -215,4 +215,93 @@ RunResult run_decode(Runtime& runtime, const Spec& spec, const DecodeShape& s,
   return result;
 }
 
+RunResult run_merge(Runtime& runtime, const Spec& spec, const DecodeShape& s, int split_key,
+                    const RunOptions& options) {
+  check_decode_shape(s);
+  require(s.cache_seqlens.empty() && s.page_size == 0, "the merge run takes a dense cache");
+  require(!spec.causal && spec.mask == MaskKind::None, "the merge run takes an unmasked spec");
+  require(split_key >= 1 && split_key < s.seqlen_k, "split_key must be inside 1..seqlen_k-1");
+  const DType dtype = spec.dtype;
+  const int dqk = spec.head_dim_qk, dv = spec.head_dim_v;
+  RandomInputs random(options.seed, options.distribution);
+  RunResult result;
+  result.seed = random.seed();
+  const std::vector<uint16_t> q_image = random_image(
+      dtype, static_cast<size_t>(s.batch) * s.seqlen_q * s.heads_q * dqk, random);
+  const std::vector<uint16_t> k_image = random_image(
+      dtype, static_cast<size_t>(s.batch) * s.seqlen_k * s.heads_kv * dqk, random);
+  const std::vector<uint16_t> v_image = random_image(
+      dtype, static_cast<size_t>(s.batch) * s.seqlen_k * s.heads_kv * dv, random);
+  rt::Driver& driver = rt::Driver::get();
+  const auto upload = [&](const std::vector<uint16_t>& image) {
+    rt::DeviceBuffer buffer(image.size() * sizeof(uint16_t));
+    driver.copy_to_device(buffer.ptr(), image.data(), buffer.size());
+    return buffer;
+  };
+  const rt::DeviceBuffer q = upload(q_image), k = upload(k_image), v = upload(v_image);
+  const int64_t o_elems = static_cast<int64_t>(s.batch) * s.seqlen_q * s.heads_q * dv;
+  const int64_t lse_count = static_cast<int64_t>(s.batch) * s.heads_q * s.seqlen_q;
+  const rt::DeviceBuffer o_a = poisoned_buffer(o_elems, sizeof(uint16_t));
+  const rt::DeviceBuffer o_b = poisoned_buffer(o_elems, sizeof(uint16_t));
+  const rt::DeviceBuffer lse_a = poisoned_buffer(lse_count, sizeof(float));
+  const rt::DeviceBuffer lse_b = poisoned_buffer(lse_count, sizeof(float));
+  std::shared_ptr<Kernel> kernel = runtime.kernel(spec);
+  // Each half of the keys: the same tensors, K and V offset by split_key rows.
+  for (int half = 0; half < 2; ++half) {
+    const int first = half == 0 ? 0 : split_key;
+    ForwardArgs args = ForwardArgs::contiguous(spec, s.batch, s.heads_q, s.heads_kv, s.seqlen_q,
+                                               half == 0 ? split_key : s.seqlen_k - split_key);
+    args.k_stride.batch = static_cast<int64_t>(s.seqlen_k) * s.heads_kv * dqk;
+    args.v_stride.batch = static_cast<int64_t>(s.seqlen_k) * s.heads_kv * dv;
+    args.q = q.get();
+    args.k = static_cast<const uint16_t*>(k.get()) + first * args.k_stride.seq;
+    args.v = static_cast<const uint16_t*>(v.get()) + first * args.v_stride.seq;
+    args.o = (half == 0 ? o_a : o_b).get();
+    args.lse = reinterpret_cast<float*>((half == 0 ? lse_a : lse_b).get());
+    kernel->forward(args, nullptr);
+  }
+  const ForwardArgs shape_args =
+      ForwardArgs::contiguous(spec, s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k);
+  MergeArgs merge;
+  merge.o_a = merge.o = o_a.get();
+  merge.lse_a = merge.lse = reinterpret_cast<float*>(lse_a.get());
+  merge.o_b = o_b.get();
+  merge.lse_b = reinterpret_cast<const float*>(lse_b.get());
+  merge.batch = s.batch;
+  merge.heads = s.heads_q;
+  merge.seqlen = s.seqlen_q;
+  merge.o_a_stride = merge.o_b_stride = merge.o_stride = shape_args.o_stride;
+  kernel->merge(merge, nullptr);
+  driver.synchronize();
+
+  OutputImage o_image(o_a);
+  std::vector<float> o_got =
+      o_image.take(dtype, 0, s.batch, s.seqlen_q, s.heads_q, dv, shape_args.o_stride);
+  result.o_outside_writes = o_image.outside_writes();
+  std::vector<float> lse_got(lse_count);
+  driver.copy_to_host(lse_got.data(), lse_a.ptr(), lse_count * sizeof(float));
+  AttentionProblem p;
+  p.batch = s.batch;
+  p.heads_q = s.heads_q;
+  p.heads_kv = s.heads_kv;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_k = s.seqlen_k;
+  p.head_dim_qk = dqk;
+  p.head_dim_v = dv;
+  const std::vector<float> qf = decode_image(dtype, q_image);
+  const std::vector<float> kf = decode_image(dtype, k_image);
+  const std::vector<float> vf = decode_image(dtype, v_image);
+  const ReferenceOutput want = reference_forward(p, HostView{qf.data(), shape_args.q_stride},
+                                                 HostView{kf.data(), shape_args.k_stride},
+                                                 HostView{vf.data(), shape_args.v_stride});
+  const Tolerances tol = tolerances_for(dtype);
+  result.o = compare(o_got, want.o, tol.o);
+  result.lse = compare(lse_got, want.lse, tol.lse);
+  result.failure = describe_failure(result, tol);
+  result.passed = result.failure.empty();
+  for (const CompileReport& report : kernel->reports())
+    if (report.kernel_name.rfind("fa_merge", 0) == 0) result.kernel = report.kernel_name;
+  return result;
+}
+
 }  // namespace flashjit::verify

@@ -32,4 +32,10 @@ double decode_cache_bytes(const Spec& spec, const DecodeShape& shape);
 RunResult run_decode(Runtime& runtime, const Spec& spec, const DecodeShape& shape,
                      const RunOptions& options);
 
+// Kernel::merge checked: the forward over keys [0, split_key) and over [split_key, seqlen_k)
+// of a dense shape (no cache lengths, no mask: each half alone is plain attention), merged in
+// place into the first half's O and LSE, against the fp64 reference over all the keys.
+RunResult run_merge(Runtime& runtime, const Spec& spec, const DecodeShape& shape, int split_key,
+                    const RunOptions& options);
+
 }  // namespace flashjit::verify

@@ -230,6 +230,23 @@ struct BackwardArgs {
   size_t workspace_bytes = 0;
 };
 
+// Two attention results of the same queries over disjoint sets of keys (ring attention's
+// steps, a cache split across devices), as the forward wrote them: O in O's layout (the
+// kernel's dtype and head_dim_v) and LSE fp32 contiguous [batch, heads, seqlen]. Kernel::merge
+// writes the result over both sets: O = (w_a O_a + w_b O_b) / (w_a + w_b), w = exp(LSE -
+// max), LSE = max + ln(w_a + w_b). o / lse may be o_a / lse_a: a running output merged in
+// place. A row neither side saw a key of (both LSEs -inf) gives O = 0 and LSE = -inf.
+struct MergeArgs {
+  const void* o_a = nullptr;
+  const float* lse_a = nullptr;
+  const void* o_b = nullptr;
+  const float* lse_b = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;
+  int batch = 0, heads = 0, seqlen = 0;
+  TensorStrides o_a_stride, o_b_stride, o_stride;
+};
+
 // What the compiler made of one kernel (from the ptxas report and the cache).
 struct CompileReport {
   std::string kernel_name;
@@ -271,6 +288,9 @@ class Kernel {
   virtual void backward(const BackwardArgs& args, void* stream = nullptr) = 0;
   // Bytes of workspace a backward call with these arguments needs (256-byte aligned).
   virtual size_t backward_workspace_bytes(const BackwardArgs& args) const = 0;
+  // Merges two partial results of this kernel's dtype and head_dim_v (MergeArgs): one launch
+  // on `stream`, compiled on first use.
+  virtual void merge(const MergeArgs& args, void* stream = nullptr) = 0;
   virtual const Spec& spec() const = 0;
   // Reports of every variant compiled so far (one per alignment/tile variant used).
   virtual std::vector<CompileReport> reports() const = 0;
@@ -323,8 +343,8 @@ class Runtime {
   // The same for the backward's kernels, in launch order (16-byte aligned tensors).
   std::vector<CompileReport> compile_backward(const Spec& spec, const std::string& target);
   // The same for decode's kernels: the split kernel for every tile height the runtime picks
-  // (16 to 64 packed rows), dense and paged caches, then the combine. Empty for a spec that
-  // decode does not serve (block masks).
+  // (16 to 64 packed rows), dense and paged caches, the combine, then the merge
+  // (Kernel::merge). Only the merge for a spec that decode does not serve (block masks).
   std::vector<CompileReport> compile_decode(const Spec& spec, const std::string& target);
 
  private:

@@ -130,6 +130,15 @@ FLASHJIT_C_API int flashjit_forward_workspace_bytes(
     const int64_t k_strides[3], const int64_t v_strides[3], const int64_t o_strides[3],
     float softmax_scale, const flashjit_kv_cache_args* cache, size_t* out);
 
+/* Merges two attention results of the same queries over disjoint key sets
+ * (flashjit::Kernel::merge): o_a / o_b / o in O's layout with their strides, LSEs fp32
+ * [batch, heads, seqlen]; o and lse may be o_a and lse_a (in place). */
+FLASHJIT_C_API int flashjit_merge(flashjit_kernel* kernel, const void* o_a, const float* lse_a,
+                                  const void* o_b, const float* lse_b, void* o, float* lse,
+                                  int batch, int heads, int seqlen, const int64_t o_a_strides[3],
+                                  const int64_t o_b_strides[3], const int64_t o_strides[3],
+                                  void* stream);
+
 /* Launches the backward pass (flashjit::Kernel::backward) on `stream`, as flashjit_forward
  * does the forward: q, k, v, o and lse as the forward had and wrote them (same shape, strides,
  * softmax_scale and `mask`, which may be null), the output's gradient d_o in, and d_q, d_k,

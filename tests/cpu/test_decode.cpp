@@ -11,6 +11,7 @@
 #include "runtime/decode_params.h"
 #include "runtime/decode_splits.h"
 #include "runtime/forward_params.h"
+#include "runtime/merge_params.h"
 #include "runtime/operation.h"
 #include "tests/cpu/runtime_test_support.h"
 
@@ -198,6 +199,44 @@ TEST_CASE("decode: KV-cache arguments are checked, each bad one named") {
   }
 }
 
+TEST_CASE("merge: arguments are checked, each bad one named") {
+  const Spec spec = spec_of(64, 64);
+  alignas(256) static char memory[256];
+  MergeArgs args;
+  args.o_a = args.o_b = args.o = memory;
+  args.lse_a = args.lse_b = args.lse = reinterpret_cast<float*>(memory);
+  args.batch = 2;
+  args.heads = 4;
+  args.seqlen = 3;
+  args.o_a_stride = args.o_b_stride = args.o_stride = {3 * 4 * 64, 4 * 64, 64};
+  const auto error = [&] {
+    try {
+      check_merge_args(spec, args);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Shape);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error().empty());
+  SUBCASE("a null LSE") {
+    args.lse_b = nullptr;
+    CHECK(error().find("must be non-null") != std::string::npos);
+  }
+  SUBCASE("a zero stride") {
+    args.o_b_stride.seq = 0;
+    CHECK(error().find("o_b_stride.seq = 0") != std::string::npos);
+  }
+  SUBCASE("no rows") {
+    args.seqlen = 0;
+    CHECK(error().find("seqlen = 0") != std::string::npos);
+  }
+  SUBCASE("an O off its element alignment") {
+    args.o = memory + 1;
+    CHECK(error().find("2-byte aligned") != std::string::npos);
+  }
+}
+
 TEST_CASE("decode: the kernels compile without spills on sm_80 and sm_90a" * doctest::timeout(300)) {
   test::TempDir cache;
   test::ScopedEnv dir("FLASHJIT_CACHE_DIR", cache.str());
@@ -206,8 +245,9 @@ TEST_CASE("decode: the kernels compile without spills on sm_80 and sm_90a" * doc
   spec.causal = true;
   for (const char* target : {"sm_80", "sm_90a"}) {
     const std::vector<CompileReport> reports = runtime.compile_decode(spec, target);
-    // m16 and m32 (48 and 64 rows fall back to 32 at d100), dense and paged, the combine.
-    CHECK(reports.size() == 5);
+    // m16 and m32 (48 and 64 rows fall back to 32 at d100), dense and paged, the combine,
+    // the merge.
+    CHECK(reports.size() == 6);
     for (const CompileReport& r : reports) {
       INFO(r.kernel_name);
       CHECK(r.spill_store_bytes == 0);
@@ -217,7 +257,9 @@ TEST_CASE("decode: the kernels compile without spills on sm_80 and sm_90a" * doc
   Spec sparse = spec;
   sparse.mask = MaskKind::BlockSparse;
   sparse.block_q = sparse.block_k = 128;
-  CHECK(runtime.compile_decode(sparse, "sm_90a").empty());
+  const std::vector<CompileReport> merge_only = runtime.compile_decode(sparse, "sm_90a");
+  REQUIRE(merge_only.size() == 1);
+  CHECK(merge_only[0].kernel_name.rfind("fa_merge_", 0) == 0);
 }
 
 }  // namespace flashjit::rt

@@ -56,7 +56,7 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
     CHECK_NOTHROW(template_text(path->template_file));
   }
   CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_sm80",
-                                       "bwd_dq_sm80", "dec_sm80", "dec_combine"});
+                                       "bwd_dq_sm80", "dec_sm80", "dec_combine", "merge"});
 }
 
 TEST_CASE("registry: the first path that serves a call is chosen, in the order of preference") {

@@ -149,4 +149,39 @@ TEST_CASE("decode: caches of 65537 keys") {
   check_cases(cases);
 }
 
+TEST_CASE("merge: two halves of the keys merged in place equal one pass over all of them") {
+  verify::RunOptions options;
+  options.iters = 0;
+  int failed = 0;
+  struct MergeCase {
+    Spec spec;
+    verify::DecodeShape shape;
+    int split_key;
+  };
+  const MergeCase cases[] = {
+      {decode_spec(128, 128, DType::BF16, Mask::None), decode_shape(8, 2, 1, {4097, 4097}), 1000},
+      {decode_spec(64, 64, DType::F16, Mask::None), decode_shape(4, 4, 300, {1037}), 17},
+      {decode_spec(100, 100, DType::BF16, Mask::None), decode_shape(6, 3, 33, {2000, 2000}), 1999},
+      {decode_spec(512, 512, DType::F16, Mask::None), decode_shape(2, 1, 5, {700}), 256},
+      {decode_spec(192, 128, DType::BF16, Mask::None), decode_shape(4, 2, 128, {513}), 256},
+  };
+  for (MergeCase c : cases) {
+    c.shape.cache_seqlens.clear();
+    const std::string what = fmt::format("merge qk={} v={} {} | {} split at {}",
+                                         c.spec.head_dim_qk, c.spec.head_dim_v,
+                                         to_string(c.spec.dtype), verify::describe(c.shape),
+                                         c.split_key);
+    const verify::RunResult r =
+        verify::run_merge(gpu_runtime(), c.spec, c.shape, c.split_key, options);
+    fmt::print("{} | O abs {:.2e} l2 {:.2e} | LSE abs {:.2e} | {} | {}\n", what, r.o.max_abs,
+               r.o.rel_l2, r.lse.max_abs, r.kernel,
+               r.passed ? "ok" : fmt::format("FAIL (seed {}): {}", r.seed, r.failure));
+    std::fflush(stdout);
+    INFO(what, " seed ", r.seed, ": ", r.failure);
+    CHECK(r.passed);
+    failed += r.passed ? 0 : 1;
+  }
+  fmt::print("-- {} of {} cases passed\n", std::size(cases) - failed, std::size(cases));
+}
+
 }  // namespace flashjit::gpu_test
