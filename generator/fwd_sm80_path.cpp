@@ -69,6 +69,9 @@ int sm80_shared_bytes(const PaddedDims& dims, const Tiles& t) {
 }
 
 std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {
+  if (t.warps == 12)
+    return "12 warps is the sm90 kernel's shape (a producer and two consumer warp groups); the "
+           "sm80 kernel runs 1, 2, 4, 8 or 16";
   if (t.warps < 1 || t.block_m % (16 * t.warps) != 0)
     return fmt::format("block_m {} must be a multiple of 16 * warps ({})", t.block_m,
                        16 * t.warps);
