@@ -86,6 +86,11 @@ int sm80_accumulator_registers(int dv_slice, const Tiles& tiles) {
                                                     tiles.warps);
 }
 
+int sm80_mask_registers(const Spec& spec) {
+  constexpr int kMaskRegisters = 16;
+  return spec.mask == MaskKind::None ? 0 : kMaskRegisters;
+}
+
 Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
@@ -108,9 +113,13 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
       first, {128, 64, 8, 2}, {64, 32, 4, 2}, {64, 64, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2},
       {32, 16, 2, 2}, {16, 16, 1, 2},
   };
+  // A tiling whose accumulators and mask state overrun the register budget spills.
   for (const Tiles& candidate : preferred) {
     const Tiles t = fit_tiles_to_mask(spec, candidate);
-    if (sm80_tiles_problem(dims, t, target).empty()) return t;
+    if (sm80_tiles_problem(dims, t, target).empty() &&
+        sm80_accumulator_registers(dims.dv_slice, t) + sm80_mask_registers(spec) <=
+            kSm80MaxAccumulatorRegisters)
+      return t;
   }
   throw Error(ErrorKind::Usage,
               fmt::format("no sm80 tile configuration fits head dims {}/{} on {}",
