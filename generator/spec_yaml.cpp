@@ -529,11 +529,10 @@ LocatedSpec read_located_spec_file(const std::string& path) {
 }
 
 Error located_error(const LocatedSpec& spec, const SpecProblem& problem) {
-  auto at = spec.fields.find(problem.field);
-  return Error(ErrorKind::Spec,
-               located_message(spec.source,
-                               at != spec.fields.end() ? at->second : FieldLocation{1, 1, problem.field},
-                               problem.what, problem.allowed));
+  const auto at = spec.fields.find(problem.field);
+  const FieldLocation where =
+      at != spec.fields.end() ? at->second : FieldLocation{1, 1, problem.field};
+  return Error(ErrorKind::Spec, located_message(spec.source, where, problem.what, problem.allowed));
 }
 
 }  // namespace gen
