@@ -69,6 +69,9 @@ int sm80_shared_bytes(const PaddedDims& dims, const Tiles& t) {
 }
 
 std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {
+  if (t.warps == 12)
+    return "12 warps is the sm90 kernel's shape (a producer and two consumer warp groups); the "
+           "sm80 kernel runs 1, 2, 4, 8 or 16";
   if (t.warps < 1 || t.block_m % (16 * t.warps) != 0)
     return fmt::format("block_m {} must be a multiple of 16 * warps ({})", t.block_m,
                        16 * t.warps);
@@ -81,6 +84,11 @@ std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& t, const std
 int sm80_accumulator_registers(int dv_slice, const Tiles& tiles) {
   return fj::budget::fwd_sm80_accumulator_registers(dv_slice, tiles.block_m, tiles.block_n,
                                                     tiles.warps);
+}
+
+int sm80_mask_registers(const Spec& spec) {
+  constexpr int kMaskRegisters = 16;
+  return spec.mask == MaskKind::None ? 0 : kMaskRegisters;
 }
 
 Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
@@ -105,9 +113,13 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
       first, {128, 64, 8, 2}, {64, 32, 4, 2}, {64, 64, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2},
       {32, 16, 2, 2}, {16, 16, 1, 2},
   };
+  // A tiling whose accumulators and mask state overrun the register budget spills.
   for (const Tiles& candidate : preferred) {
     const Tiles t = fit_tiles_to_mask(spec, candidate);
-    if (sm80_tiles_problem(dims, t, target).empty()) return t;
+    if (sm80_tiles_problem(dims, t, target).empty() &&
+        sm80_accumulator_registers(dims.dv_slice, t) + sm80_mask_registers(spec) <=
+            kSm80MaxAccumulatorRegisters)
+      return t;
   }
   throw Error(ErrorKind::Usage,
               fmt::format("no sm80 tile configuration fits head dims {}/{} on {}",

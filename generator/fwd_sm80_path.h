@@ -23,5 +23,11 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target);
 // (templates/tile/budgets.cuh says how both were measured).
 int sm80_accumulator_registers(int dv_slice, const Tiles& tiles);
 inline constexpr int kSm80MaxAccumulatorRegisters = fj::budget::kFwdSm80MaxAccumulatorRegisters;
+// Registers a thread keeps for the spec's mask through the main loop, counted against the
+// same budget as the accumulators: a window's band edges, a block mask's walk over its key
+// blocks. Measured (NVRTC 13.0, sm_80): d96 m128 n64 w4, 192 accumulator registers, compiles
+// clean unmasked and causal, and spills 60 bytes with a window and 72 with block_sparse;
+// d80, 176, compiles clean with every mask.
+int sm80_mask_registers(const Spec& spec);
 
 }  // namespace flashjit::gen

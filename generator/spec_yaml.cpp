@@ -20,6 +20,7 @@
 #include "flashjit/flashjit.h"
 #include "generator/spec_fields.h"
 #include "generator/spec_rules.h"
+#include "generator/spec_source.h"
 
 namespace flashjit {
 namespace {
@@ -118,17 +119,24 @@ struct Entry {
   YAML::Mark mark() const { return value.IsNull() ? key_mark : value.Mark(); }
 };
 
-// Where the user wrote a canonical Spec field and under which key: a rule broken by the
-// assembled Spec is reported at the user's line and in the user's words (head_dim sets
-// both head_dim_qk and head_dim_v).
-struct Origin {
-  YAML::Mark mark;
-  std::string key;
-};
+gen::FieldLocation location_of(const YAML::Mark& mark, std::string key) {
+  return {std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1, std::move(key)};
+}
+
+std::string located_message(const std::string& source, const gen::FieldLocation& at,
+                            std::string_view what, std::string_view allowed) {
+  return fmt::format("{}:{}:{}: {}: {}; allowed: {}", source, at.line, at.column, at.key, what,
+                     allowed);
+}
 
 class SpecReader {
  public:
   explicit SpecReader(std::string source) : source_(std::move(source)) {}
+
+  // Where the user wrote each canonical Spec field and under which key: a rule broken by the
+  // assembled Spec is reported at the user's line and in the user's words (head_dim sets
+  // both head_dim_qk and head_dim_v).
+  const std::map<std::string, gen::FieldLocation, std::less<>>& fields() const { return fields_; }
 
   Spec read(const YAML::Node& root) {
     const std::vector<const SpecField*> top = gen::spec_fields_under("");
@@ -148,8 +156,7 @@ class SpecReader {
   [[noreturn]] void fail(const YAML::Mark& mark, std::string_view field, std::string_view what,
                          std::string_view allowed) const {
     throw Error(ErrorKind::Spec,
-                fmt::format("{}:{}:{}: {}: {}; allowed: {}", source_, std::max(mark.line, 0) + 1,
-                            std::max(mark.column, 0) + 1, field, what, allowed));
+                located_message(source_, location_of(mark, std::string(field)), what, allowed));
   }
   [[noreturn]] void fail(const Entry& e, std::string_view what) const {
     fail(e.mark(), e.field, what, allowed_values(e.field));
@@ -157,13 +164,13 @@ class SpecReader {
 
   // Reports a broken rule where the user wrote the field, else at `fallback`.
   [[noreturn]] void fail_at_origin(const gen::SpecProblem& p, const YAML::Mark& fallback) const {
-    auto origin = origins_.find(p.field);
-    if (origin == origins_.end()) fail(fallback, p.field, p.what, p.allowed);
-    fail(origin->second.mark, origin->second.key, p.what, p.allowed);
+    auto origin = fields_.find(p.field);
+    if (origin == fields_.end()) fail(fallback, p.field, p.what, p.allowed);
+    throw Error(ErrorKind::Spec, located_message(source_, origin->second, p.what, p.allowed));
   }
 
   void note(std::string_view canonical, const Entry& e) {
-    origins_[std::string(canonical)] = Origin{e.mark(), e.field};
+    fields_[std::string(canonical)] = location_of(e.mark(), e.field);
   }
 
   // The entries of a YAML map; keys must be known words, each given once.
@@ -289,12 +296,14 @@ class SpecReader {
 
   // A map of the rows under `row`, or the row's word for the defaults.
   void read_submap(const SpecField& row, const Entry& e, Spec& spec) {
-    if (!row.word.empty() && e.value.IsScalar() && e.value.Scalar() == row.word) return;
+    if (!row.word.empty() && e.value.IsScalar() && e.value.Scalar() == row.word)
+      return note(row.path, e);
     if (!e.value.IsMap())
       fail(e, row.word.empty() ? fmt::format("expected a map, got {}", describe(e.value))
                                : fmt::format("expected {} or a map, got {}", row.word,
                                              describe(e.value)));
     if (row.selects) spec.mask = *row.selects;
+    note(row.path, e);
     read_map(e, gen::spec_fields_under(row.path), spec);
     if (row.check)
       if (auto p = row.check(spec)) fail_at_origin(*p, e.mark());
@@ -303,6 +312,7 @@ class SpecReader {
   // The row's word, or a map with exactly one of the maps under it:
   // {sliding_window: {left: L, right: R}}, {block_sparse: {...}} or {pattern: {...}}.
   void read_one_of(const SpecField& row, const Entry& e, Spec& spec) {
+    note(row.path, e);
     const std::vector<const SpecField*> choices = gen::spec_fields_under(row.path);
     const std::vector<std::string_view> keys = keys_of(choices);
     if (e.value.IsScalar()) {
@@ -403,7 +413,7 @@ class SpecReader {
   }
 
   std::string source_;
-  std::map<std::string, Origin, std::less<>> origins_;
+  std::map<std::string, gen::FieldLocation, std::less<>> fields_;
 };
 
 constexpr std::string_view kYamlAllowed = "YAML `key: value` lines (see configs/README.md)";
@@ -492,7 +502,9 @@ void print_rows(YAML::Emitter& out, const Spec& spec, std::string_view path) {
 
 }  // namespace
 
-Spec Spec::from_yaml(const std::string& text, const std::string& source) {
+namespace gen {
+
+LocatedSpec read_located_spec(const std::string& text, const std::string& source) {
   const std::string lines = with_lf_breaks(text);
   check_one_document(lines, source);
   YAML::Node root;
@@ -503,10 +515,12 @@ Spec Spec::from_yaml(const std::string& text, const std::string& source) {
                                              e.mark.line + 1, e.mark.column + 1, e.msg,
                                              kYamlAllowed));
   }
-  return SpecReader(source).read(root);
+  SpecReader reader(source);
+  Spec spec = reader.read(root);
+  return {std::move(spec), source, reader.fields()};
 }
 
-Spec Spec::from_file(const std::string& path) {
+LocatedSpec read_located_spec_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(ErrorKind::Io,
@@ -515,8 +529,23 @@ Spec Spec::from_file(const std::string& path) {
     throw Error(ErrorKind::Io, fmt::format("{}: is a directory, not a spec file", path));
   std::ostringstream text;
   text << in.rdbuf();
-  return from_yaml(text.str(), path);
+  return read_located_spec(text.str(), path);
 }
+
+Error located_error(const LocatedSpec& spec, const SpecProblem& problem) {
+  const auto at = spec.fields.find(problem.field);
+  const FieldLocation where =
+      at != spec.fields.end() ? at->second : FieldLocation{1, 1, problem.field};
+  return Error(ErrorKind::Spec, located_message(spec.source, where, problem.what, problem.allowed));
+}
+
+}  // namespace gen
+
+Spec Spec::from_yaml(const std::string& text, const std::string& source) {
+  return gen::read_located_spec(text, source).spec;
+}
+
+Spec Spec::from_file(const std::string& path) { return gen::read_located_spec_file(path).spec; }
 
 std::string Spec::to_yaml() const {
   YAML::Emitter out;

@@ -25,6 +25,12 @@ const TargetInfo* find_target(const std::string& target) {
 
 bool is_known_target(const std::string& target) { return find_target(target) != nullptr; }
 
+std::vector<std::string> known_targets() {
+  std::vector<std::string> names;
+  for (const auto& t : kTargets) names.push_back(t.name);
+  return names;
+}
+
 void require_known_target(const std::string& target) {
   if (!is_known_target(target))
     throw Error(ErrorKind::Usage,

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace flashjit::gen {
 
 // Compile targets flashjit knows ("sm_80", "sm_86", "sm_89", "sm_90a").
 bool is_known_target(const std::string& target);
+// Every target flashjit knows, in the table's order.
+std::vector<std::string> known_targets();
 // Throws Error(Usage) naming the known targets when `target` is not one.
 void require_known_target(const std::string& target);
 // The target for a device of compute capability major.minor (9.0 -> "sm_90a").

@@ -50,9 +50,18 @@ Tiles fit_tiles_to_mask(const Spec& spec, Tiles t) {
     while (block % x != 0) x -= 16;
     return x;
   };
+  // Each warp keeps the rows the preferred tiling gave it: the warps, not their m16 tiles,
+  // are cut with block_m. Those tilings were chosen (and measured spill-free) for their
+  // per-warp layout. A warp left with one m16 tile reloads every K/V fragment for 16 rows,
+  // and its kernel needs so few registers that ptxas, which knows the CTA's threads but not
+  // that shared memory caps the CTAs an SM holds, aims at a higher occupancy (96 or 128
+  // registers a thread) and spills to reach it: pattern masks of 64-row blocks at d80 and
+  // d112 on sm_80, d48 on sm_90a (NVRTC 13.0).
+  const int rows_per_warp = t.block_m / t.warps;
   t.block_m = largest_divisor(t.block_m, spec.block_q);
   t.block_n = largest_divisor(t.block_n, spec.block_k);
-  while (t.block_m % (16 * t.warps) != 0) t.warps /= 2;
+  while (t.warps > 1 && (t.block_m % (16 * t.warps) != 0 || t.block_m / t.warps < rows_per_warp))
+    t.warps /= 2;
   return t;
 }
 

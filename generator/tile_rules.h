@@ -37,7 +37,7 @@ std::string mask_tiles_problem(const Spec& spec, const Tiles& tiles);
 
 // `tiles` shrunk until they fit the spec's block mask (unchanged without one): block_m and
 // block_n become the largest multiples of 16 not above them that divide block_q / block_k,
-// and warps halve until each warp owns whole 16-row tiles.
+// and warps halve until each warp owns whole 16-row tiles and at least the rows it owned.
 Tiles fit_tiles_to_mask(const Spec& spec, Tiles tiles);
 
 // "they need N bytes of shared memory; T allows M" when `bytes` is over the target's limit.

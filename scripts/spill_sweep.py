@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
-"""Issue 18 item 8: compile every head dim 1..512 x mask x dtype x target with the heuristic
-tiles (`flashjit compile --json`, NVRTC only, no GPU) and report every kernel that spills
-registers or is refused, so that a spec that validates always gets a kernel.
+"""Issue 18 item 8: compile head dims x mask x dtype x target with the heuristic tiles
+(`flashjit compile --json`, NVRTC only, no GPU) and report every kernel that spills registers
+or is refused, so that a spec that validates always gets a kernel.
 
-    scripts/spill_sweep.py OUTDIR                  the full sweep (10,240 kernels): run it on
-                                                   the GPU machine's 16 cores (--jobs 16)
-    scripts/spill_sweep.py OUTDIR --sample 24      24 kernels drawn (fixed seed) from the grid,
-                                                   the corners always among them: what CI runs
+    scripts/spill_sweep.py OUTDIR --jobs 16        the full grid: every head dim 1..512 and the
+                                                   (qk, v) pairs of configs/ x 5 masks x fp16,
+                                                   bf16 x sm_80, sm_90a (10,300 kernels)
+    scripts/spill_sweep.py OUTDIR --head-dims 1-170 --jobs 16
+                                                   a third of it (--head-dims 171-340, then
+                                                   341-512,pairs for the rest)
+    scripts/spill_sweep.py OUTDIR --head-dims classes
+                                                   one head dim per padded class (register use
+                                                   follows the head dims padded to 16), and the
+                                                   pairs: 700 kernels
+    scripts/spill_sweep.py OUTDIR --sample 100     what CI runs: every kernel that once spilled
+                                                   (REGRESSIONS), the corners, then kernels
+                                                   drawn from the grid (fixed seed)
+    scripts/spill_sweep.py OUTDIR --backward ...   the backward's three kernels a spec instead
 
-OUTDIR/results.jsonl holds one line per kernel (the spec's fields, the compile report or the
-error), OUTDIR/problems.txt one line per kernel that spilled or was refused, and the specs
-written for the sweep are in OUTDIR/specs/. Kernels are cached in OUTDIR/kernel-cache, so a
-second run of the same tree only reads them back. Exits 1 when any kernel spilled or was
-refused, 0 otherwise.
+A kernel takes 1.5-3 s of one core (sm_90a's the longer). OUTDIR/results.jsonl holds one line
+per kernel (the spec's fields, the compile report or the error), OUTDIR/problems.txt one line
+per kernel that spilled or was refused, and the specs written for the sweep are in
+OUTDIR/specs/. Kernels are cached in OUTDIR/kernel-cache, so a second run of the same tree
+into the same OUTDIR only reads them back (a run cut short resumes). Exits 1 when any kernel
+spilled or was refused, 0 otherwise.
 """
 
 import argparse
@@ -38,53 +49,98 @@ MASKS = {
 }
 DTYPES = ("fp16", "bf16")
 TARGETS = ("sm_80", "sm_90a")
-HEAD_DIMS = range(1, 513)
+# (head_dim_qk, head_dim_v) pairs: every head dim, and the configs/ pairs that differ.
+ALL_HEAD_DIMS = [(d, d) for d in range(1, 513)]
+CONFIG_PAIRS = [(192, 128), (128, 64), (64, 256)]
+# One head dim per padded class (multiples of 16: generator/tile_rules.cpp), the first of it,
+# whose loads are masked as an odd head dim's are.
+CLASS_HEAD_DIMS = [(d, d) for d in range(1, 513, 16)]
 # Always in a sample: the ends of the head-dim range and the sizes around the tile steps.
 CORNER_HEAD_DIMS = (1, 64, 65, 128, 129, 256, 257, 512)
+# Kernels whose heuristic tiles once spilled: always in a sample, so CI keeps them fixed.
+# (qk, v, mask, dtype, target); tests/cpu/test_heuristic_spills.cpp compiles most of them too.
+REGRESSIONS = [
+    (97, 97, "pattern", "fp16", "sm_80"),
+    (77, 77, "pattern", "fp16", "sm_80"),
+    (80, 80, "pattern", "bf16", "sm_80"),
+    (80, 80, "pattern", "bf16", "sm_90a"),
+    (33, 33, "pattern", "bf16", "sm_90a"),
+    (81, 81, "window", "bf16", "sm_80"),
+    (96, 96, "window", "fp16", "sm_80"),
+    (96, 96, "block_sparse", "bf16", "sm_80"),
+]
 
 
-def all_kernels():
-    return [(d, m, t, a) for d in HEAD_DIMS for m in MASKS for t in DTYPES for a in TARGETS]
+def grid(head_dims, masks=MASKS, dtypes=DTYPES, targets=TARGETS):
+    return [(qk, v, m, t, a) for qk, v in head_dims for m in masks for t in dtypes
+            for a in targets]
 
 
-def sample(count, seed):
-    """`count` kernels of the grid: each corner head dim once (while count allows), in a random
-    combination of mask, dtype and target, then random kernels of the rest."""
+def sample(count, seed, kernels):
+    """The regressions, each corner head dim once (in a random combination of mask, dtype
+    and target), then random kernels of `kernels`, `count` in all (at least the first two)."""
     rng = random.Random(seed)
     combos = [(m, t, a) for m in MASKS for t in DTYPES for a in TARGETS]
-    chosen = {(d, *rng.choice(combos)) for d in CORNER_HEAD_DIMS[:count]}
-    rest = [k for k in all_kernels() if k not in chosen]
+    chosen = set(REGRESSIONS)
+    chosen |= {(d, d, *rng.choice(combos)) for d in CORNER_HEAD_DIMS}
+    rest = sorted(set(kernels) - chosen)
     chosen |= set(rng.sample(rest, max(0, count - len(chosen))))
     return sorted(chosen)
 
 
-def write_spec(folder, head_dim, mask, dtype):
-    name = f"sweep_hd{head_dim}_{mask}_{dtype}"
+def parse_head_dims(text):
+    """"all", "classes", or a list of head dims, ranges, qk/v pairs and the word "pairs" (the
+    configs/ pairs): "64,97,100-112,192/128"."""
+    if text == "all":
+        return ALL_HEAD_DIMS + CONFIG_PAIRS
+    if text == "classes":
+        return CLASS_HEAD_DIMS + CONFIG_PAIRS
+    dims = []
+    for part in text.split(","):
+        if part == "pairs":
+            dims += CONFIG_PAIRS
+        elif "/" in part:
+            qk, v = part.split("/")
+            dims.append((int(qk), int(v)))
+        else:
+            low, _, high = part.partition("-")
+            dims += [(d, d) for d in range(int(low), int(high or low) + 1)]
+    return dims
+
+
+def write_spec(folder, qk, v, mask, dtype):
+    dims = f"hd{qk}" if qk == v else f"qk{qk}_v{v}"
+    name = f"sweep_{dims}_{mask}_{dtype}"
+    head_dims = f"head_dim: {qk}" if qk == v else f"head_dim_qk: {qk}\nhead_dim_v: {v}"
     causal, mask_field = MASKS[mask]
     path = folder / f"{name}.yaml"
-    path.write_text(f"name: {name}\nhead_dim: {head_dim}\ndtype: {dtype}\ncausal: {causal}\n"
+    path.write_text(f"name: {name}\n{head_dims}\ndtype: {dtype}\ncausal: {causal}\n"
                     f"mask: {mask_field}\ntiles: auto\n")
     return path
 
 
-def compile_one(cli, spec_path, target, env):
-    """The compile report as a dict, with "error" set when flashjit refused or failed."""
+def compile_one(cli, spec_path, target, backward, env):
+    """The compile reports of one spec (one, or the backward's three) as dicts; a single dict
+    with "error" set when flashjit refused or failed before reporting."""
     start = time.monotonic()
-    run = subprocess.run([cli, "compile", "--json", "--arch", target, str(spec_path)],
+    command = [cli, "compile", "--json", "--arch", target, str(spec_path)]
+    run = subprocess.run(command + (["--backward"] if backward else []),
                          capture_output=True, text=True, env=env)
-    result = {"wall_s": round(time.monotonic() - start, 2), "exit": run.returncode}
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    if lines:
-        result.update(json.loads(lines[-1]))
-    errors = [line for line in run.stderr.splitlines() if line.startswith("flashjit:")]
-    if not lines or (run.returncode != 0 and errors and "spills registers" not in errors[-1]):
-        result["error"] = "\n".join(errors) or run.stderr.strip()[-2000:] or "no report"
-    return result
+    wall_s = round(time.monotonic() - start, 2)
+    reports = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    errors = [line for line in run.stderr.splitlines() if line.startswith("flashjit:")
+              and "spills registers" not in line]
+    results = [{"wall_s": wall_s, "exit": run.returncode, **report} for report in reports]
+    if not reports or (run.returncode != 0 and errors):
+        results.append({"wall_s": wall_s, "exit": run.returncode,
+                        "error": "\n".join(errors) or run.stderr.strip()[-2000:] or "no report"})
+    return results
 
 
 def problem(result):
     """One line naming what is wrong with a kernel, or None."""
-    where = f"hd{result['head_dim']} {result['mask']} {result['dtype']} {result['arch']}"
+    where = (f"qk{result['head_dim_qk']} v{result['head_dim_v']} {result['mask']} "
+             f"{result['dtype']} {result['arch']}")
     if "error" in result:
         return f"{where}: refused or failed (exit {result['exit']}): {result['error']}"
     if result.get("spill_store_bytes", 0) or result.get("spill_load_bytes", 0):
@@ -94,48 +150,69 @@ def problem(result):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="A kernel takes 1.5-3 s of one core: on N cores --jobs N compiles N at once.")
     parser.add_argument("outdir", type=pathlib.Path)
+    parser.add_argument("--head-dims", default="all",
+                        help="all (1..512 and the configs/ pairs), classes (one a padded "
+                             "class, and the pairs) or a list such as 64,97,100-112,192/128,pairs")
+    parser.add_argument("--masks", default=",".join(MASKS),
+                        help=f"comma-separated, of {', '.join(MASKS)} (default: all)")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="default: fp16,bf16")
+    parser.add_argument("--targets", default=",".join(TARGETS), help="default: sm_80,sm_90a")
     parser.add_argument("--sample", type=int, default=0,
-                        help="compile this many kernels of the grid instead of all of it")
+                        help="compile this many kernels (the regressions and corners first) "
+                             "instead of the whole grid")
     parser.add_argument("--seed", type=int, default=18, help="the sample's random seed")
+    parser.add_argument("--backward", action="store_true",
+                        help="compile the backward's kernels (compile --backward)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="compiles at once (default: every core)")
     parser.add_argument("--cli", default=str(REPO / "build" / "flashjit"),
                         help="the flashjit program (default: build/flashjit)")
     args = parser.parse_args()
 
-    kernels = sample(args.sample, args.seed) if args.sample else all_kernels()
+    masks = args.masks.split(",")
+    unknown = sorted(set(masks) - set(MASKS))
+    if unknown:
+        parser.error(f"unknown masks {unknown}: use {', '.join(MASKS)}")
+    kernels = grid(parse_head_dims(args.head_dims), masks, args.dtypes.split(","),
+                   args.targets.split(","))
+    if args.sample:
+        kernels = sample(args.sample, args.seed, kernels)
     specs = args.outdir / "specs"
     specs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, FLASHJIT_CACHE_DIR=str((args.outdir / "kernel-cache").resolve()))
     env.pop("FLASHJIT_DISABLE_CACHE", None)
-    paths = {(d, m, t): write_spec(specs, d, m, t) for d, m, t, _ in kernels}
+    paths = {(qk, v, m, t): write_spec(specs, qk, v, m, t) for qk, v, m, t, _ in kernels}
 
-    print(f"[spill_sweep] {len(kernels)} kernels, {args.jobs} at once, "
-          f"results in {args.outdir}", flush=True)
+    print(f"[spill_sweep] {len(kernels)} {'backward ' if args.backward else ''}specs x "
+          f"targets, {args.jobs} at once, results in {args.outdir}", flush=True)
     problems = []
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool, \
-            open(args.outdir / "results.jsonl", "w") as results:
-        futures = {pool.submit(compile_one, args.cli, paths[(d, m, t)], a, env): (d, m, t, a)
-                   for d, m, t, a in kernels}
+            open(args.outdir / "results.jsonl", "w", buffering=1) as results:
+        futures = {pool.submit(compile_one, args.cli, paths[(qk, v, m, t)], a, args.backward,
+                               env): (qk, v, m, t, a) for qk, v, m, t, a in kernels}
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-            head_dim, mask, dtype, arch = futures[future]
-            result = {"head_dim": head_dim, "mask": mask, "dtype": dtype, "arch": arch,
-                      **future.result()}
-            results.write(json.dumps(result) + "\n")
-            line = problem(result)
-            if line:
-                problems.append(line)
-                print(f"[spill_sweep] {line}", flush=True)
+            qk, v, mask, dtype, arch = futures[future]
+            for report in future.result():
+                result = {"head_dim_qk": qk, "head_dim_v": v, "mask": mask, "dtype": dtype,
+                          "arch": arch, **report}
+                results.write(json.dumps(result) + "\n")
+                line = problem(result)
+                if line:
+                    problems.append(line)
+                    print(f"[spill_sweep] {line}", flush=True)
             if done % 100 == 0:
                 print(f"[spill_sweep] {done}/{len(kernels)} compiled, {len(problems)} "
                       f"problems, {time.monotonic() - start:.0f} s", flush=True)
     problems.sort()
     (args.outdir / "problems.txt").write_text("".join(line + "\n" for line in problems))
-    print(f"[spill_sweep] {len(kernels)} kernels in {time.monotonic() - start:.0f} s: "
-          f"{len(problems)} spilled or refused (listed in {args.outdir / 'problems.txt'})")
+    print(f"[spill_sweep] {len(kernels)} in {time.monotonic() - start:.0f} s: "
+          f"{len(problems)} kernels spilled or were refused (listed in "
+          f"{args.outdir / 'problems.txt'})")
     return 1 if problems else 0
 
 

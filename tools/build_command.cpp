@@ -33,6 +33,7 @@
 #include "runtime/tune_db.h"
 #include "runtime/tune_key.h"
 #include "tools/command.h"
+#include "tools/target.h"
 
 namespace flashjit::cli {
 namespace {
@@ -127,8 +128,10 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
   std::vector<Job> jobs;
   std::set<std::string> names;  // a tuned tiling may equal the heuristic's: build it once
   for (const std::string& file : options.spec_files) {
-    const Spec spec = Spec::from_file(file);
+    const gen::LocatedSpec located = gen::read_located_spec_file(file);
+    const Spec& spec = located.spec;
     for (const std::string& target : targets) {
+      require_forward_kernel(located, target);
       for (const std::optional<Tiles>& tiles : tilings_for(spec, target, tuned)) {
         for (int align : alignments_for(spec, options.align)) {
           for (bool tma : tma_variants_for(spec, options.align, align)) {

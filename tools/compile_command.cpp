@@ -54,8 +54,10 @@ int run_compile(const CompileOptions& options) {
   if (!options.json) print_table_header();
   for (const std::string& file : options.spec_files) {
     try {
-      const Spec spec = Spec::from_file(file);
+      const gen::LocatedSpec located = gen::read_located_spec_file(file);
+      const Spec& spec = located.spec;
       const std::string target = resolve_target(spec, options.arch);
+      if (!options.backward) require_forward_kernel(located, target);
       const std::vector<CompileReport> reports =
           options.backward ? runtime.compile_backward(spec, target)
           : options.decode ? runtime.compile_decode(spec, target)

@@ -21,8 +21,10 @@ struct GenOptions {
 };
 
 int run_gen(const GenOptions& options) {
-  const Spec spec = Spec::from_file(options.spec_file);
-  const gen::Plan plan = gen::make_plan(spec, resolve_target(spec, options.arch));
+  const gen::LocatedSpec spec = gen::read_located_spec_file(options.spec_file);
+  const std::string target = resolve_target(spec.spec, options.arch);
+  require_forward_kernel(spec, target);
+  const gen::Plan plan = gen::make_plan(spec.spec, target);
   const std::string source = gen::emit_source(plan);
   if (options.output.empty()) {
     fmt::print("{}", source);

@@ -3,14 +3,13 @@
 #include <fmt/format.h>
 
 #include "generator/plan.h"
+#include "generator/spec_targets.h"
 #include "runtime/driver.h"
 
 namespace flashjit::cli {
 
-void add_arch_option(CLI::App& app, std::string& arch) {
-  app.add_option("--arch", arch,
-                 "compile target: sm_80, sm_86, sm_89 or sm_90a (default: from the spec's "
-                 "arch; for arch: auto, this machine's GPU, else sm_80)")
+void add_arch_option(CLI::App& app, std::string& arch, const std::string& help) {
+  app.add_option("--arch", arch, help)
       ->check([](const std::string& value) {
         return gen::is_known_target(value)
                    ? std::string()
@@ -39,6 +38,11 @@ std::string resolve_target(const Spec& spec, const std::string& arch_option) {
   fmt::print(stderr, "// flashjit: target sm_80 (spec {}: arch auto, no GPU: {})\n", spec.name,
              rt::Driver::unavailable_reason());
   return "sm_80";
+}
+
+void require_forward_kernel(const gen::LocatedSpec& spec, const std::string& target) {
+  if (auto problem = gen::target_problem(spec.spec, target))
+    throw gen::located_error(spec, *problem);
 }
 
 }  // namespace flashjit::cli

@@ -119,6 +119,39 @@ TEST_CASE("cli: check prints the resolved spec, or the error with file:line:colu
   CHECK(scratch.run({"check", scratch.path("missing.yaml").string()}).exit_code == 2);
 }
 
+TEST_CASE("cli: check says which kernel each target gets, and refuses tiles a target cannot run "
+          "at tiles: (exit 2)") {
+  Scratch scratch;
+  // arch: sm80 allows every target, and each runs the sm80 kernel.
+  const CliResult ok = scratch.run({"check", scratch.write("good.yaml", kGoodSpec).string()});
+  CHECK(ok.exit_code == 0);
+  for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
+    CHECK_MESSAGE(contains(ok.out, std::string("# ") + target + ": sm80 kernel, tiles "), ok.out);
+
+  // The sm90 kernel's tiles: sm_90a runs them, the sm80 kernel of the other targets cannot.
+  const fs::path sm90 = scratch.write(
+      "sm90.yaml", "name: sm90_tiles\nhead_dim: 128\n"
+                   "tiles: {block_m: 128, block_n: 128, warps: 12, stages: 3}\n");
+  const CliResult partial = scratch.run({"check", sm90.string()});
+  CHECK(partial.exit_code == 2);
+  CHECK_MESSAGE(contains(partial.out, "head_dim_qk: 128"), partial.out);  // still printed
+  CHECK(contains(partial.out, "# sm_90a: sm90 kernel, tiles ws_n128s3"));
+  CHECK(contains(partial.out, "# sm_80: no kernel (see the error)"));
+  CHECK_MESSAGE(contains(partial.err, "sm90.yaml:3:8: tiles: the sm80 kernel, which sm_80 runs, "
+                                      "cannot run them"),
+                partial.err);
+  CHECK(scratch.run({"check", sm90.string(), "--arch", "sm_90a"}).exit_code == 0);
+
+  // gen and compile refuse the same tiles at the same place, before planning.
+  const CliResult gen = scratch.run({"gen", sm90.string(), "--arch", "sm_86"});
+  CHECK(gen.exit_code == 2);
+  CHECK_MESSAGE(contains(gen.err, "sm90.yaml:3:8: tiles: the sm80 kernel, which sm_86 runs"),
+                gen.err);
+  const CliResult compile = scratch.run({"compile", sm90.string(), "--arch", "sm_80"});
+  CHECK(compile.exit_code == 2);
+  CHECK(contains(compile.err, "sm90.yaml:3:8: tiles:"));
+}
+
 TEST_CASE("cli: gen prints the CUDA source, or writes it with -o") {
   Scratch scratch;
   const fs::path spec = scratch.write("spec.yaml", kGoodSpec);

@@ -1,0 +1,93 @@
+// The forward heuristic's tiles do not spill (issue 18 item 8): the sm80 path's register
+// budget counts the mask's registers, fitting tiles to a block mask keeps each warp's rows,
+// and the kernels whose heuristic tiles once spilled compile clean. scripts/spill_sweep.py
+// sweeps the whole grid; these are its regressions.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "flashjit/flashjit.h"
+#include "generator/fwd_sm80_path.h"
+#include "generator/kernel_path.h"
+#include "generator/plan.h"
+#include "generator/tile_rules.h"
+#include "runtime/kernel_compiler.h"
+#include "tests/cpu/runtime_test_support.h"
+
+namespace flashjit::gen {
+namespace {
+
+constexpr const char* kMasks[] = {
+    "none", "{sliding_window: {left: 253, right: 61}}",
+    "{block_sparse: {block_q: 128, block_k: 128}}",
+    "{pattern: {kind: global_local, block: 64, global_blocks: 2, window_blocks: 3}}"};
+constexpr const char* kPattern64 = kMasks[3];
+
+Spec spec_with(int head_dim, const std::string& mask, const char* dtype = "bf16") {
+  return Spec::from_yaml("head_dim: " + std::to_string(head_dim) + "\ndtype: " + dtype +
+                         "\nmask: " + mask + "\n");
+}
+
+CompileReport compile(const Plan& plan) {
+  test::ScopedEnv no_cache("FLASHJIT_DISABLE_CACHE", "1");
+  static const rt::BundleRegistry no_bundles;
+  rt::KernelCompiler compiler(rt::DiskCache::from_env(), no_bundles);
+  return compiler.compile(plan)->report;
+}
+
+}  // namespace
+
+TEST_CASE("heuristic: fitting tiles to a block mask cuts warps, keeping each warp's rows") {
+  const Spec pattern = spec_with(64, kPattern64);
+  CHECK(fit_tiles_to_mask(pattern, Tiles{128, 64, 4, 3}) == Tiles{64, 64, 2, 3});
+  // One m16 tile a warp already: the warps halve with block_m.
+  CHECK(fit_tiles_to_mask(pattern, Tiles{128, 64, 8, 2}) == Tiles{64, 64, 4, 2});
+  // Tiles inside the blocks keep their warps.
+  CHECK(fit_tiles_to_mask(spec_with(64, kMasks[2]), Tiles{128, 64, 4, 3}) ==
+        Tiles{128, 64, 4, 3});
+}
+
+TEST_CASE("heuristic: the sm80 tiles' accumulators and mask state fit the register budget") {
+  for (const char* mask : kMasks)
+    for (const std::string target : {"sm_80", "sm_86", "sm_90a"})
+      for (int d = 1; d <= 512; d += 5) {
+        const Spec spec = spec_with(d, mask);
+        const Plan plan = make_plan(spec, target, {.align_bytes = 16, .tma_loadable = false});
+        if (plan.path->id != KernelPath::FwdSm80) continue;
+        CAPTURE(plan.kernel_name);
+        CHECK(sm80_accumulator_registers(plan.dv_slice, plan.tiles) + sm80_mask_registers(spec) <=
+              kSm80MaxAccumulatorRegisters);
+      }
+  // The window's and the block mask's registers are what move d96 off m128 n64 w4 (192
+  // accumulator registers), which spilled 60 and 72 bytes with them.
+  CHECK(sm80_default_tiles(spec_with(96, "none"), "sm_80") == Tiles{128, 64, 4, 2});
+  CHECK(sm80_default_tiles(spec_with(96, kMasks[1]), "sm_80") == Tiles{128, 64, 8, 2});
+  CHECK(sm80_default_tiles(spec_with(96, kMasks[2]), "sm_80") == Tiles{128, 64, 8, 2});
+}
+
+TEST_CASE("heuristic: the kernels whose heuristic tiles spilled compile clean (NVRTC)") {
+  struct Case {
+    int head_dim;
+    const char* mask;
+    const char* dtype;
+    const char* target;
+  };
+  // Each spilled with the heuristic before this rule (spill_sweep.py, NVRTC 13.0).
+  const Case cases[] = {
+      {97, kPattern64, "fp16", "sm_80"},  // m64 n32 w4: 20 bytes
+      {77, kPattern64, "fp16", "sm_80"},  // m64 n64 w4: 24 bytes
+      {80, kPattern64, "bf16", "sm_90a"}, // m64 n64 w4 (the sm80 kernel): 24 bytes
+      {33, kPattern64, "bf16", "sm_90a"}, // m64 n64 w4 s3: 4 bytes
+      {81, kMasks[1], "bf16", "sm_80"},   // m128 n64 w4: 60 bytes
+      {96, kMasks[2], "bf16", "sm_80"},   // m128 n64 w4: 72 bytes
+  };
+  for (const Case& c : cases) {
+    const Plan plan = make_plan(spec_with(c.head_dim, c.mask, c.dtype), c.target);
+    CAPTURE(plan.kernel_name);
+    const CompileReport report = compile(plan);
+    CHECK(report.spill_store_bytes == 0);
+    CHECK(report.spill_load_bytes == 0);
+  }
+}
+
+}  // namespace flashjit::gen
