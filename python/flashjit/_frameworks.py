@@ -42,7 +42,7 @@ def stream_handle(stream: Any, like: Any) -> int:
     cupy Stream, or an object with __cuda_stream__), else torch's current stream when `like`
     is a torch tensor, else 0 (the legacy default stream)."""
     if stream is None:
-        if is_torch_tensor(like):
+        if is_torch_tensor(like) and like.is_cuda:
             return torch_or_none().cuda.current_stream(like.device).cuda_stream
         return 0
     if isinstance(stream, int):
