@@ -43,7 +43,9 @@ def stream_handle(stream: Any, like: Any) -> int:
     is a torch tensor, else 0 (the legacy default stream)."""
     if stream is None:
         if is_torch_tensor(like) and like.is_cuda:
-            return torch_or_none().cuda.current_stream(like.device).cuda_stream
+            # The raw handle, read as torch.compile's generated code reads it:
+            # torch.cuda.current_stream() builds a Stream object, which costs microseconds.
+            return torch_or_none()._C._cuda_getCurrentRawStream(like.device.index)
         return 0
     if isinstance(stream, int):
         return stream

@@ -118,8 +118,7 @@ TensorStrides strides_of(const View& t) {
   return {t.strides[0], t.strides[1], t.strides[2]};
 }
 
-// One tensor of the attention layout: on the call's GPU, in the spec's dtype, with a unit
-// head-dim stride.
+// One tensor of the attention layout: on the call's GPU, in the spec's dtype.
 void require_attention_tensor(const char* operation, const View& t, const Spec& spec, int& device) {
   require_cuda(operation, t, device);
   require_dtype(operation, t, element_dtype(spec),
@@ -128,16 +127,16 @@ void require_attention_tensor(const char* operation, const View& t, const Spec& 
 
 int as_int(int64_t value) { return static_cast<int>(value); }
 
+// How each tensor's extents are named in messages.
 struct Layout {
-  bool varlen;
   const char *q, *k, *v, *o, *lse;
 };
 
-constexpr Layout kDense{false, "[batch, seqlen_q, heads_q, head_dim_qk]",
+constexpr Layout kDense{"[batch, seqlen_q, heads_q, head_dim_qk]",
                         "[batch, seqlen_k, heads_kv, head_dim_qk]",
                         "[batch, seqlen_k, heads_kv, head_dim_v]",
                         "[batch, seqlen_q, heads_q, head_dim_v]", "[batch, heads_q, seqlen_q]"};
-constexpr Layout kVarlen{true, "[total_q, heads_q, head_dim_qk]", "[total_k, heads_kv, head_dim_qk]",
+constexpr Layout kVarlen{"[total_q, heads_q, head_dim_qk]", "[total_k, heads_kv, head_dim_qk]",
                          "[total_k, heads_kv, head_dim_v]", "[total_q, heads_q, head_dim_v]",
                          "[heads_q, total_q]"};
 
