@@ -132,3 +132,12 @@ def test_block_layout_from_dense_gives_int32_numpy_arrays():
     assert counts.dtype == np.int32 and counts.tolist() == [[[2, 1]]]
     assert indices.shape == (1, 1, 2, 2)  # max_blocks: the largest count
     assert indices[0, 0, 0, :2].tolist() == [0, 2] and indices[0, 0, 1, 0] == 1
+
+
+def test_attention_builds_its_spec_from_the_arrays_and_the_arguments():
+    q, k, v, o = qkvo()
+    with pytest.raises(flashjit.SpecError, match="right"):
+        flashjit.attention(q, k, v, out=o, causal=True, window=(128, 16))  # causal hides the right
+    if not flashjit.has_device():
+        with pytest.raises(flashjit.NoDeviceError):
+            flashjit.attention(q, k, v, out=o, window=(128, 0))
