@@ -31,8 +31,11 @@ class PyKernel {
   // The C++ kernel of GPU `device`, made on first use.
   std::shared_ptr<Kernel> on(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::shared_ptr<Kernel>& kernel = kernels_[device];
-    if (!kernel) kernel = runtime_for(device).kernel(spec_);
+    auto found = kernels_.find(device);
+    if (found != kernels_.end()) return found->second;
+    // Made before it is stored: a GPU that cannot make it (NoDevice) leaves no entry behind.
+    std::shared_ptr<Kernel> kernel = runtime_for(device).kernel(spec_);
+    kernels_.emplace(device, kernel);
     return kernel;
   }
 

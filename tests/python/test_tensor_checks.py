@@ -55,6 +55,7 @@ def test_valid_cuda_tensors_reach_the_runtime_which_needs_a_gpu(kern):
     q, k, v, o = qkvo()
     with pytest.raises(flashjit.NoDeviceError, match="Compiling needs no GPU"):
         kern(q, k, v, out=o)
+    assert kern.reports() == []  # the failed call left no kernel behind
 
 
 @pytest.mark.parametrize("name, bad, match", [
