@@ -74,7 +74,8 @@ def test_torch_compile_fullgraph_has_no_graph_break():
     assert explanation.graph_break_count == 0, explanation.break_reasons
     compiled = torch.compile(attention_block, fullgraph=True)
     out = compiled(q, k, v)
-    assert torch.equal(out, attention_block(q, k, v))
+    # Close, not equal: inductor may hand the ops other strides, hence another kernel variant.
+    torch.testing.assert_close(out, attention_block(q, k, v))
     out.sum().backward()
     assert torch.isfinite(q.grad).all()
 
