@@ -23,17 +23,18 @@ def visible(seqlen_q, seqlen_k, causal, window, device):
     return seen
 
 
-def attention(q, k, v, causal=False, window=None, scale=None, dtype=torch.float64):
+def attention(q, k, v, causal=False, window=None, scale=None, dtype=torch.float64, seen=None):
     """(o, lse) of q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] computed in `dtype` (float64: the
     reference; the inputs' dtype: PyTorch's low-precision attention, softmax in fp32 as
-    FlashAttention's attention_ref does). Differentiable. Rows that see no key give o = 0 and
-    lse = -inf."""
+    FlashAttention's attention_ref does). `seen`: a [Sq, Sk] bool mask applied on top (a block
+    layout's). Differentiable. Rows that see no key give o = 0 and lse = -inf."""
     group = q.shape[2] // k.shape[2]
     q, k, v = (t.to(dtype) for t in (q, k, v))
     k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
-    seen = visible(q.shape[1], k.shape[1], causal, window, q.device)
+    mask = visible(q.shape[1], k.shape[1], causal, window, q.device)
+    seen = mask if seen is None else mask & seen
     scores = scores.masked_fill(~seen, float("-inf"))
     lse = torch.logsumexp(scores.float() if dtype != torch.float64 else scores, dim=-1)
     p = torch.softmax(scores.float() if dtype != torch.float64 else scores, dim=-1)

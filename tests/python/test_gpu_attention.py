@@ -3,6 +3,7 @@
 1037, head dims 100, 40 and (192, 128), GQA and MQA, causal, a sliding window, varlen."""
 import itertools
 
+import numpy as np
 import pytest
 
 import flashjit
@@ -110,6 +111,25 @@ def test_varlen_batch_matches_each_sequence():
         o_low, _ = ref.attention(one(q, rq, sq), one(k, rk, sk), one(v, rk, sk), causal=True, dtype=q.dtype)
         ref.assert_close(f"o of sequence {sq}x{sk}", o[rq:rq + sq][None], o_ref, o_low)
         rq, rk = rq + sq, rk + sk
+
+
+def test_block_sparse_layout_from_dense_blocks():
+    sq, sk, block = 1000, 1037, 128
+    q_blocks, k_blocks = -(-sq // block), -(-sk // block)
+    rng = np.random.default_rng(3)
+    dense = (rng.random((1, 1, q_blocks, k_blocks)) < 0.5).astype(np.uint8)
+    dense[..., 0] = 1  # every query block sees at least one key block
+    counts, indices = flashjit.block_layout_from_dense(dense)
+    kern = flashjit.kernel({"head_dim": 64, "dtype": "bf16",
+                            "mask": {"block_sparse": {"block_q": block, "block_k": block}}})
+    q, k, v = inputs((2, sq, sk, 4, 2, 64, 64, torch.bfloat16, False, None))
+    o = kern(q, k, v, block_counts=torch.from_numpy(counts).cuda(),
+             block_indices=torch.from_numpy(indices).cuda())
+    seen = torch.from_numpy(dense[0, 0].astype(bool)).cuda()
+    seen = seen.repeat_interleave(block, 0)[:sq].repeat_interleave(block, 1)[:, :sk]
+    o_ref, _ = ref.attention(q, k, v, seen=seen)
+    o_low, _ = ref.attention(q, k, v, seen=seen, dtype=q.dtype)
+    ref.assert_close("o", o, o_ref, o_low)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=ids)
