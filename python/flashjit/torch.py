@@ -65,7 +65,10 @@ def backward_op(d_o: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Te
                 cu_seqlens_k: Optional[Tensor], max_seqlen_q: int,
                 max_seqlen_k: int) -> Tuple[Tensor, Tensor, Tensor]:
     """The backward of the kernel of `spec`: (d_q, d_k, d_v) as flashjit.Kernel.backward."""
-    return _kernel(spec).backward(q, k, v, o, lse, _unit_stride(d_o), softmax_scale=softmax_scale,
+    # Gradients laid out as their tensors (empty_like), as the fake implementation says.
+    return _kernel(spec).backward(q, k, v, o, lse, _unit_stride(d_o), d_q=torch.empty_like(q),
+                                  d_k=torch.empty_like(k), d_v=torch.empty_like(v),
+                                  softmax_scale=softmax_scale,
                                   block_counts=block_counts, block_indices=block_indices,
                                   cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)

@@ -28,6 +28,18 @@ def test_ops_pass_opcheck():
                           (q, k, v, spec, 0.0, None, None, None, None, 0, 0))
 
 
+def test_backward_op_passes_opcheck_on_sdpa_style_strided_views():
+    # [batch, heads, seqlen, dim] tensors seen as [batch, seqlen, heads, dim]: the gradients
+    # must come back in the strides the fake implementation promises (those of q, k, v).
+    q, k, v = (t.detach().transpose(1, 2).contiguous().transpose(1, 2)
+               for t in tensors(2, 300, 300, 4, 2, 64))
+    spec = fjt.spec_text(q.dtype, 64, 64, causal=True)
+    o, lse = torch.ops.flashjit.forward(q, k, v, spec, 0.0, None, None, None, None, 0, 0)
+    torch.library.opcheck(torch.ops.flashjit.backward.default,
+                          (torch.randn_like(o), q, k, v, o, lse, spec, 0.0, None, None, None,
+                           None, 0, 0), test_utils=("test_schema", "test_faketensor"))
+
+
 def test_autograd_gives_the_fp64_gradients_of_a_random_loss():
     # What it checks: that the custom op's autograd formula routes each gradient to its input
     # (GQA summed, causal, scale), by comparing torch.autograd through flashjit.torch with
