@@ -4,6 +4,7 @@
 #   codegen — FileCheck on the generated source, PTX and ptxas report (no GPU needed)
 #   gpu     — numerical checks against an fp64 reference; without a GPU it exits 77 and
 #             ctest reports it as "Skipped", which does not fail the run.
+# then builds the Python package and runs its pytest suite (scripts/test_python.sh).
 # Exits non-zero if the build or any test fails.
 set -euo pipefail
 
@@ -17,3 +18,5 @@ fi
 
 echo "[test] ctest --test-dir build"
 ctest --test-dir "${repo_root}/build" --output-on-failure --parallel "$(nproc)"
+
+"${repo_root}/scripts/test_python.sh"

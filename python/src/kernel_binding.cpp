@@ -1,0 +1,198 @@
+#include "python/src/kernel_binding.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+
+#include "generator/targets.h"
+#include "python/src/reports.h"
+#include "python/src/runtimes.h"
+#include "python/src/tensor_args.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace flashjit::py {
+namespace {
+
+class PyKernel {
+ public:
+  explicit PyKernel(Spec spec) : spec_(std::move(spec)) { spec_.validate(); }
+
+  const Spec& spec() const { return spec_; }
+
+  // The C++ kernel of GPU `device`, made on first use.
+  std::shared_ptr<Kernel> on(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = kernels_.find(device);
+    if (found != kernels_.end()) return found->second;
+    // Made before it is stored: a GPU that cannot make it (NoDevice) leaves no entry behind.
+    std::shared_ptr<Kernel> kernel = runtime_for(device).kernel(spec_);
+    kernels_.emplace(device, kernel);
+    return kernel;
+  }
+
+  void forward(const InTensor& q, const InTensor& k, const InTensor& v, const OutTensor& o,
+               const std::optional<OutTensor>& lse, const CallOptions& options,
+               uintptr_t stream) {
+    int device = -1;
+    const ForwardArgs args = forward_args(spec_, q, k, v, o, lse, options, device);
+    std::shared_ptr<Kernel> kernel = on(device);
+    nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
+    kernel->forward(args, reinterpret_cast<void*>(stream));
+  }
+
+  void backward(const InTensor& q, const InTensor& k, const InTensor& v, const InTensor& o,
+                const InTensor& lse, const InTensor& d_o, const OutTensor& d_q,
+                const OutTensor& d_k, const OutTensor& d_v, const CallOptions& options,
+                const std::optional<OutTensor>& workspace, uintptr_t stream) {
+    int device = -1;
+    BackwardArgs args = backward_args(spec_, q, k, v, o, lse, d_o, d_q, d_k, d_v, options, device);
+    if (workspace) set_workspace(args, *workspace, device);
+    std::shared_ptr<Kernel> kernel = on(device);
+    nb::gil_scoped_release release;
+    kernel->backward(args, reinterpret_cast<void*>(stream));
+  }
+
+  size_t backward_workspace_bytes(const InTensor& q, const InTensor& k, const InTensor& v,
+                                  const InTensor& o, const InTensor& lse, const InTensor& d_o,
+                                  const OutTensor& d_q, const OutTensor& d_k,
+                                  const OutTensor& d_v, const CallOptions& options) {
+    int device = -1;
+    const BackwardArgs args =
+        backward_args(spec_, q, k, v, o, lse, d_o, d_q, d_k, d_v, options, device);
+    return on(device)->backward_workspace_bytes(args);
+  }
+
+  // Runtime::compile (and compile_backward) of GPU `device`'s runtime, for its own target
+  // unless one is named: the same in-memory cache as the kernel's calls, so the first call
+  // with 16-byte aligned tensors and the spec's (or heuristic) tiles compiles nothing more.
+  nb::list compile(int device, const std::optional<std::string>& target, bool backward) {
+    Runtime& runtime = runtime_for(device);
+    std::string chosen;
+    if (target) {
+      chosen = *target;
+    } else {
+      const DeviceInfo info = runtime.device();  // Error(NoDevice) without a GPU
+      chosen = gen::target_for_device(info.cc_major, info.cc_minor);
+    }
+    std::vector<CompileReport> reports;
+    {
+      nb::gil_scoped_release release;
+      reports.push_back(runtime.compile(spec_, chosen));
+      if (backward) {
+        for (CompileReport& r : runtime.compile_backward(spec_, chosen)) reports.push_back(std::move(r));
+      }
+    }
+    return report_list(reports);
+  }
+
+  nb::list reports() {
+    std::vector<CompileReport> all;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [device, kernel] : kernels_)
+      for (CompileReport& r : kernel->reports()) all.push_back(std::move(r));
+    return report_list(all);
+  }
+
+ private:
+  Spec spec_;
+  std::mutex mutex_;
+  std::map<int, std::shared_ptr<Kernel>> kernels_;
+};
+
+CallOptions call_options(float softmax_scale, std::optional<InTensor> block_counts,
+                         std::optional<InTensor> block_indices,
+                         std::optional<InTensor> cu_seqlens_q,
+                         std::optional<InTensor> cu_seqlens_k, int max_seqlen_q,
+                         int max_seqlen_k) {
+  return {softmax_scale,          std::move(block_counts), std::move(block_indices),
+          std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
+          max_seqlen_k};
+}
+
+}  // namespace
+
+void bind_kernel(nb::module_& m) {
+  nb::class_<PyKernel>(m, "Kernel",
+                       "The C++ kernel of one spec (flashjit::Kernel) on every GPU it is called "
+                       "on; flashjit.Kernel wraps it with output allocation and streams.")
+      .def(nb::init<Spec>(), "spec"_a)
+      .def_prop_ro("spec", &PyKernel::spec, nb::rv_policy::copy)
+      .def(
+          "forward",
+          [](PyKernel& self, const InTensor& q, const InTensor& k, const InTensor& v,
+             const OutTensor& o, std::optional<OutTensor> lse, float softmax_scale,
+             std::optional<InTensor> block_counts, std::optional<InTensor> block_indices,
+             std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
+             int max_seqlen_q, int max_seqlen_k, uintptr_t stream) {
+            self.forward(q, k, v, o, lse,
+                         call_options(softmax_scale, std::move(block_counts),
+                                      std::move(block_indices), std::move(cu_seqlens_q),
+                                      std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k),
+                         stream);
+          },
+          "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none() = nb::none(), nb::kw_only(),
+          "softmax_scale"_a = 0.f, "block_counts"_a.none() = nb::none(),
+          "block_indices"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
+          "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+          "stream"_a = 0,
+          "Kernel::forward on `stream` (a CUstream as an integer, 0: the default stream) with "
+          "the tensors' device, dtype, shapes and strides checked against the spec.")
+      .def(
+          "backward",
+          [](PyKernel& self, const InTensor& q, const InTensor& k, const InTensor& v,
+             const InTensor& o, const InTensor& lse, const InTensor& d_o, const OutTensor& d_q,
+             const OutTensor& d_k, const OutTensor& d_v, float softmax_scale,
+             std::optional<InTensor> block_counts, std::optional<InTensor> block_indices,
+             std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
+             int max_seqlen_q, int max_seqlen_k, std::optional<OutTensor> workspace,
+             uintptr_t stream) {
+            self.backward(q, k, v, o, lse, d_o, d_q, d_k, d_v,
+                          call_options(softmax_scale, std::move(block_counts),
+                                       std::move(block_indices), std::move(cu_seqlens_q),
+                                       std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k),
+                          workspace, stream);
+          },
+          "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, "d_q"_a, "d_k"_a, "d_v"_a, nb::kw_only(),
+          "softmax_scale"_a = 0.f, "block_counts"_a.none() = nb::none(),
+          "block_indices"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
+          "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+          "workspace"_a.none() = nb::none(), "stream"_a = 0,
+          "Kernel::backward: d_q, d_k, d_v from the forward's q, k, v, o, lse and d_o; without "
+          "a workspace the runtime takes one from the GPU's stream-ordered pool.")
+      .def(
+          "backward_workspace_bytes",
+          [](PyKernel& self, const InTensor& q, const InTensor& k, const InTensor& v,
+             const InTensor& o, const InTensor& lse, const InTensor& d_o, const OutTensor& d_q,
+             const OutTensor& d_k, const OutTensor& d_v, float softmax_scale,
+             std::optional<InTensor> block_counts, std::optional<InTensor> block_indices,
+             std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
+             int max_seqlen_q, int max_seqlen_k) {
+            return self.backward_workspace_bytes(
+                q, k, v, o, lse, d_o, d_q, d_k, d_v,
+                call_options(softmax_scale, std::move(block_counts), std::move(block_indices),
+                             std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
+                             max_seqlen_k));
+          },
+          "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, "d_q"_a, "d_k"_a, "d_v"_a, nb::kw_only(),
+          "softmax_scale"_a = 0.f, "block_counts"_a.none() = nb::none(),
+          "block_indices"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
+          "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+          "Bytes of workspace backward() needs for these arguments (256-byte aligned).")
+      .def("compile", &PyKernel::compile, "device"_a = 0, "target"_a.none() = nb::none(),
+           "backward"_a = false,
+           "Runtime::compile now (Runtime::compile_backward too with backward=True) for "
+           "`target`, else GPU `device`'s own; returns the compile reports as dicts.")
+      .def("reports", &PyKernel::reports,
+           "Kernel::reports of every GPU this kernel ran on: one dict per variant loaded.");
+}
+
+}  // namespace flashjit::py
