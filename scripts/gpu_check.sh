@@ -10,6 +10,7 @@
 # OUTDIR/ctest.log      ctest --output-on-failure, every suite but gpu
 # OUTDIR/gpu_tests.log  the GPU suite (one line per case: spec, shape, errors)
 # OUTDIR/autograd.log   the backward's gradients against torch autograd (bench/grad_check.py)
+# OUTDIR/python.log     the Python package built (the system g++) and its tests, GPU ones too
 # OUTDIR/sanitizer.log compute-sanitizer memcheck, racecheck and synccheck of every kernel path
 # OUTDIR/compile.jsonl  `flashjit compile --json --arch sm_90a configs/*.yaml`
 # OUTDIR/dump/          rendered source, PTX and ptxas report of one kernel
@@ -83,17 +84,31 @@ sanitize_paths() {
   return $rc
 }
 
+# The Python package into a folder of its own and tests/python with pytest (torch and the GPU
+# tests run here). The image's default g++ (/opt/gcc) has no shared libstdc++, which the
+# module needs (python/CMakeLists.txt says why): the system's builds it.
+python_package() {
+  local site=$build/python-site
+  CMAKE_BUILD_PARALLEL_LEVEL=16 CMAKE_ARGS="-DCMAKE_CXX_COMPILER=/usr/bin/g++" \
+    python3 -m pip install --no-build-isolation --no-deps --upgrade "$root" --target "$site" \
+    --config-settings=build-dir="$build/python-build" &&
+    (cd "$root" && PYTHONPATH=$site python3 -m pytest -rs -q tests/python)
+}
+
 compile_configs() {
   "$build/flashjit" compile --json --arch sm_90a "$root"/configs/*.yaml >"$out/compile.jsonl"
 }
 
-for log in build ctest gpu_tests autograd sanitizer compile dump; do : >"$out/$log.log"; done
+for log in build ctest gpu_tests autograd python sanitizer compile dump; do
+  : >"$out/$log.log"
+done
 step configure "$out/build.log" cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
 step build "$out/build.log" cmake --build "$build" -j16
 if [[ ${#failed[@]} -eq 0 ]]; then
   step ctest "$out/ctest.log" ctest --test-dir "$build" --output-on-failure -LE gpu
   step gpu_tests "$out/gpu_tests.log" gpu_suite
   step autograd "$out/autograd.log" autograd_check
+  step python "$out/python.log" python_package
   step sanitizer "$out/sanitizer.log" sanitize_paths
   step compile "$out/compile.log" compile_configs
   step dump "$out/dump.log" env FLASHJIT_DUMP_DIR="$out/dump" \
