@@ -1,6 +1,7 @@
 """flashjit.attention: a kernel picked from the tensors, no spec to write."""
 from __future__ import annotations
 
+import atexit
 import functools
 from typing import Any, Optional, Tuple, Union
 
@@ -9,6 +10,8 @@ from ._frameworks import dtype_word
 from ._kernel import Kernel
 
 
+# The kernels are dropped at exit, before the interpreter tears the extension's types down
+# (nanobind reports kernels still alive then as leaks).
 @functools.lru_cache(maxsize=None)
 def kernel_for(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool,
                window: Optional[Tuple[int, int]], deterministic: bool) -> Kernel:
@@ -57,3 +60,6 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
     return kernel(q, k, v, out=out, lse=lse, return_lse=return_lse, softmax_scale=softmax_scale,
                   cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, stream=stream)
+
+
+atexit.register(kernel_for.cache_clear)

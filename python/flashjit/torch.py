@@ -11,6 +11,7 @@ A kernel compiles on its first call: make one call (or Kernel.compile()) before 
 CUDA graph. The ops take the spec as YAML text, a constant that torch.compile folds into the
 graph; their implementations keep one flashjit.Kernel per spec text.
 """
+import atexit
 import functools
 from typing import Any, Optional, Tuple
 
@@ -25,6 +26,9 @@ Tensor = torch.Tensor
 @functools.lru_cache(maxsize=None)
 def _kernel(spec_yaml: str) -> Kernel:
     return Kernel(spec_yaml)
+
+
+atexit.register(_kernel.cache_clear)  # as flashjit._attention's cache
 
 
 def _unit_stride(t: Optional[Tensor]) -> Optional[Tensor]:
