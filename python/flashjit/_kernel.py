@@ -59,6 +59,7 @@ class Kernel:
                  block_counts: Any = None, block_indices: Any = None,
                  cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
                  max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None,
+                 cache_seqlens: Any = None, block_table: Any = None,
                  stream: Any = None) -> Union[Any, Tuple[Any, Any]]:
         """The forward pass: returns o, or (o, lse) when return_lse or lse= is given.
 
@@ -69,7 +70,12 @@ class Kernel:
         q_blocks, max_blocks]: int32 CUDA arrays, a block_sparse spec's layout
         (flashjit.block_layout_from_dense makes one). cu_seqlens_q / cu_seqlens_k: int32
         [batch + 1] prefix sums of a varlen batch, with max_seqlen_q / max_seqlen_k the longest
-        lengths. stream: see flashjit.attention.
+        lengths. cache_seqlens: int32 [batch], the keys each sequence's KV cache holds (the
+        new rows are its last; causal and windows are aligned to its own length).
+        block_table: int32 [batch, max_pages], a paged cache's pages in order; k and v are then
+        [num_pages, page_size, heads_kv, dim] and key j of sequence b is row j % page_size of
+        page block_table[b][j // page_size]. Either runs the decode kernels (README, Decode),
+        as do few query rows against many keys. stream: see flashjit.attention.
         """
         varlen = cu_seqlens_q is not None
         if out is None:
@@ -82,6 +88,7 @@ class Kernel:
             block_counts=dlpack_view(block_counts), block_indices=dlpack_view(block_indices),
             cu_seqlens_q=dlpack_view(cu_seqlens_q), cu_seqlens_k=dlpack_view(cu_seqlens_k),
             max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0,
+            cache_seqlens=dlpack_view(cache_seqlens), block_table=dlpack_view(block_table),
             stream=stream_handle(stream, q))
         return (out, lse) if lse is not None else out
 

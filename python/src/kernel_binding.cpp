@@ -112,10 +112,11 @@ CallOptions call_options(float softmax_scale, std::optional<InTensor> block_coun
                          std::optional<InTensor> block_indices,
                          std::optional<InTensor> cu_seqlens_q,
                          std::optional<InTensor> cu_seqlens_k, int max_seqlen_q,
-                         int max_seqlen_k) {
+                         int max_seqlen_k, std::optional<InTensor> cache_seqlens = std::nullopt,
+                         std::optional<InTensor> block_table = std::nullopt) {
   return {softmax_scale,          std::move(block_counts), std::move(block_indices),
           std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
-          max_seqlen_k};
+          max_seqlen_k,           std::move(cache_seqlens), std::move(block_table)};
 }
 
 }  // namespace
@@ -132,20 +133,24 @@ void bind_kernel(nb::module_& m) {
              const OutTensor& o, std::optional<OutTensor> lse, float softmax_scale,
              std::optional<InTensor> block_counts, std::optional<InTensor> block_indices,
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
-             int max_seqlen_q, int max_seqlen_k, uintptr_t stream) {
+             int max_seqlen_q, int max_seqlen_k, std::optional<InTensor> cache_seqlens,
+             std::optional<InTensor> block_table, uintptr_t stream) {
             self.forward(q, k, v, o, lse,
                          call_options(softmax_scale, std::move(block_counts),
                                       std::move(block_indices), std::move(cu_seqlens_q),
-                                      std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k),
+                                      std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k,
+                                      std::move(cache_seqlens), std::move(block_table)),
                          stream);
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none() = nb::none(), nb::kw_only(),
           "softmax_scale"_a = 0.f, "block_counts"_a.none() = nb::none(),
           "block_indices"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
           "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+          "cache_seqlens"_a.none() = nb::none(), "block_table"_a.none() = nb::none(),
           "stream"_a = 0,
           "Kernel::forward on `stream` (a CUstream as an integer, 0: the default stream) with "
-          "the tensors' device, dtype, shapes and strides checked against the spec.")
+          "the tensors' device, dtype, shapes and strides checked against the spec; a KV "
+          "cache (cache_seqlens, block_table) runs decode.")
       .def(
           "backward",
           [](PyKernel& self, const InTensor& q, const InTensor& k, const InTensor& v,

@@ -188,6 +188,33 @@ int set_cu_seqlens(const char* operation, ForwardArgs& args, const CallOptions& 
   return as_int(n[0] - 1);
 }
 
+// A KV cache's lengths (int32 [batch]) and a paged cache's block table (int32 [batch,
+// max_pages]; K and V are then [num_pages, page_size, heads_kv, dim]), on the call's GPU.
+void set_kv_cache(const char* operation, ForwardArgs& args, const CallOptions& options,
+                  const View& k, int& device) {
+  if (options.cache_seqlens) {
+    const View lengths = view_of("cache_seqlens", *options.cache_seqlens);
+    require_cuda(operation, lengths, device);
+    require_dtype(operation, lengths, kInt32, "cache lengths are int32");
+    require_contiguous(operation, lengths);
+    require_shape(operation, lengths, {args.batch}, "[batch]");
+    args.cache_seqlens = static_cast<const int32_t*>(lengths.data);
+  }
+  if (options.block_table) {
+    const View table = view_of("block_table", *options.block_table);
+    require_cuda(operation, table, device);
+    require_dtype(operation, table, kInt32, "a block table is int32");
+    require_contiguous(operation, table);
+    const auto t = require_shape(operation, table, {args.batch, -1}, "[batch, max_pages]");
+    args.block_table = static_cast<const int32_t*>(table.data);
+    args.num_pages = as_int(k.shape[0]);
+    args.page_size = as_int(k.shape[1]);
+    args.max_pages = as_int(t[1]);
+    // The longest sequence the table can hold: the cache lengths say how much of it is used.
+    args.seqlen_k = as_int(t[1] * k.shape[1]);
+  }
+}
+
 // Q, K, V, O (and LSE) of one call in the spec's layout: their extents agree with each other
 // and with the spec's head dims. Fills the shape, strides and pointers of `args`.
 void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec& spec,
@@ -196,6 +223,9 @@ void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec&
   const bool varlen = options.cu_seqlens_q || options.cu_seqlens_k;
   if (varlen && !(options.cu_seqlens_q && options.cu_seqlens_k))
     fail(operation, "cu_seqlens_q and cu_seqlens_k: give both or neither");
+  const bool paged = options.block_table.has_value();
+  if (varlen && (paged || options.cache_seqlens))
+    fail(operation, "a KV cache (cache_seqlens, block_table) is not served with cu_seqlens");
   const Layout& layout = varlen ? kVarlen : kDense;
   for (const View* t : {&q, &k, &v, &o}) require_attention_tensor(operation, *t, spec, device);
   const int64_t dqk = spec.head_dim_qk, dv = spec.head_dim_v;
@@ -216,8 +246,12 @@ void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec&
     if (options.max_seqlen_q || options.max_seqlen_k)
       fail(operation, "max_seqlen_q / max_seqlen_k are for varlen calls (with cu_seqlens)");
     const auto qs = require_shape(operation, q, {-1, -1, -1, dqk}, layout.q);
-    const auto ks = require_shape(operation, k, {qs[0], -1, -1, dqk}, layout.k);
-    require_shape(operation, v, {qs[0], ks[1], ks[2], dv}, layout.v);
+    // A paged cache's first dimension is its pages, its second a page's rows.
+    const auto ks = paged ? require_shape(operation, k, {-1, -1, -1, dqk},
+                                          "[num_pages, page_size, heads_kv, head_dim_qk]")
+                          : require_shape(operation, k, {qs[0], -1, -1, dqk}, layout.k);
+    require_shape(operation, v, {ks[0], ks[1], ks[2], dv},
+                  paged ? "[num_pages, page_size, heads_kv, head_dim_v] as k" : layout.v);
     require_shape(operation, o, {qs[0], qs[1], qs[2], dv}, layout.o);
     args.batch = as_int(qs[0]);
     args.seqlen_q = as_int(qs[1]);
@@ -225,6 +259,7 @@ void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec&
     args.seqlen_k = as_int(ks[1]);
     args.heads_kv = as_int(ks[2]);
     if (lse) require_shape(operation, *lse, {qs[0], qs[2], qs[1]}, layout.lse);
+    set_kv_cache(operation, args, options, k, device);
   }
   for (const View* t : {&q, &k, &v, &o}) require_unit_last_stride(operation, *t);
   if (lse) {

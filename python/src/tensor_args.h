@@ -23,6 +23,9 @@ struct CallOptions {
   std::optional<InTensor> block_counts, block_indices;  // int32, [LB, LH, QB] and [LB, LH, QB, MB]
   std::optional<InTensor> cu_seqlens_q, cu_seqlens_k;   // int32, [batch + 1]
   int max_seqlen_q = 0, max_seqlen_k = 0;               // with cu_seqlens: the longest sequences
+  // A KV cache (decode): each sequence's cached keys, int32 [batch]; a paged cache's block
+  // table, int32 [batch, max_pages], with K/V then [num_pages, page_size, heads_kv, dim].
+  std::optional<InTensor> cache_seqlens, block_table;
 };
 
 // The ForwardArgs of a call; `device` receives the CUDA ordinal every tensor is on.

@@ -142,3 +142,25 @@ def test_attention_builds_its_spec_from_the_arrays_and_the_arguments():
     if not flashjit.has_device():
         with pytest.raises(flashjit.NoDeviceError):
             flashjit.attention(q, k, v, out=o, window=(128, 0))
+
+
+def test_kv_cache_arguments_are_int32_and_fit_the_call(kern):
+    q, o = cuda((B, 1, HQ, D)), cuda((B, 1, HQ, D))
+    k = cuda((B, 500, HKV, D))
+    with pytest.raises(flashjit.ShapeError, match=r"cache_seqlens has shape \[3\] but must be \[batch\]"):
+        kern(q, k, k, out=o, cache_seqlens=cuda((B + 1,), "int32"))
+    with pytest.raises(flashjit.ShapeError, match="cache_seqlens is float32 but must be int32"):
+        kern(q, k, k, out=o, cache_seqlens=cuda((B,), "float32"))
+    pages = cuda((7, 16, HKV, D))  # a paged cache: [num_pages, page_size, heads_kv, dim]
+    with pytest.raises(flashjit.ShapeError, match=r"block_table has shape \[3, 4\]"):
+        kern(q, pages, pages, out=o, block_table=cuda((B + 1, 4), "int32"))
+    with pytest.raises(flashjit.ShapeError, match="block_table is float32 but must be int32"):
+        kern(q, pages, pages, out=o, block_table=cuda((B, 4), "float32"))
+    with pytest.raises(flashjit.ShapeError, match=r"v has shape \[7, 16, 2, 32\] but must be "
+                                                   r"\[num_pages, page_size, heads_kv, head_dim_v\]"):
+        kern(q, pages, cuda((7, 16, HKV, 32)), out=o, block_table=cuda((B, 4), "int32"))
+    varlen_q = cuda((300, HQ, D))
+    with pytest.raises(flashjit.ShapeError, match="not served with cu_seqlens"):
+        kern(varlen_q, cuda((350, HKV, D)), cuda((350, HKV, D)), out=cuda((300, HQ, D)),
+             cu_seqlens_q=cuda((3,), "int32"), cu_seqlens_k=cuda((3,), "int32"),
+             max_seqlen_q=200, max_seqlen_k=200, cache_seqlens=cuda((B,), "int32"))
