@@ -1,5 +1,5 @@
-// The kernel paths: one descriptor for each compiled kernel family (fwd_sm80, fwd_sm90 today;
-// the backward's, decode's and fp8's next), in one registry that plan, emit, the tuner,
+// The kernel paths: one descriptor for each compiled kernel family (the forward's, the
+// backward's, decode's and the merge's today; fp8's next), in one registry that plan, emit, the tuner,
 // bundles and the CLI iterate instead of branching on the architecture. A new path is a
 // descriptor here, its rules in generator/<path>_path.cpp and its kernel in templates/
 // (docs/ARCHITECTURE.md has the checklist).
