@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "generator/bwd_dkdv_sm80_path.h"
+#include "generator/bwd_dkdv_sm90_path.h"
 #include "generator/bwd_dq_sm80_path.h"
 #include "generator/bwd_pre_path.h"
 #include "generator/dec_combine_path.h"
@@ -16,9 +17,9 @@ namespace flashjit::gen {
 namespace {
 
 // In the order of preference: a call takes the first path that serves it.
-constexpr const KernelPathInfo* kPaths[] = {&kFwdSm90Path,     &kFwdSm80Path,   &kBwdPrePath,
-                                            &kBwdDkDvSm80Path, &kBwdDqSm80Path, &kDecSm80Path,
-                                            &kDecCombinePath,  &kMergePath};
+constexpr const KernelPathInfo* kPaths[] = {
+    &kFwdSm90Path,   &kFwdSm80Path, &kBwdPrePath,     &kBwdDkDvSm90Path, &kBwdDkDvSm80Path,
+    &kBwdDqSm80Path, &kDecSm80Path, &kDecCombinePath, &kMergePath};
 
 }  // namespace
 

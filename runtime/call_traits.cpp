@@ -78,9 +78,17 @@ int backward_alignment(const Spec& spec, const BackwardArgs& a) {
                       row_start_bits(a.d_v, a.d_v_stride, f.batch, f.seqlen_k, f.heads_kv, e));
 }
 
+bool backward_tma_loadable(const Spec& spec, const BackwardArgs& a) {
+  const ForwardArgs& f = a.forward;
+  const int e = gen::element_type(spec.dtype).bytes;
+  return tma_loadable(spec, f) &&
+         alignment_of(row_start_bits(a.d_o, a.d_o_stride, f.batch, f.seqlen_q, f.heads_q, e)) ==
+             16;
+}
+
 gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args) {
   return {.align_bytes = backward_alignment(spec, args),
-          .tma_loadable = false,
+          .tma_loadable = backward_tma_loadable(spec, args),
           .varlen = args.forward.cu_seqlens_q != nullptr};
 }
 

@@ -26,9 +26,10 @@ gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args);
 // tensor map).
 gen::CallTraits decode_call_traits(const Spec& spec, const ForwardArgs& args);
 
-// Largest of 16/8/4/2 that divides every row start of Q, K, V, O, dO, dQ, dK and dV. The
-// backward's kernels load no tensor through TMA.
+// Largest of 16/8/4/2 that divides every row start of Q, K, V, O, dO, dQ, dK and dV.
 int backward_alignment(const Spec& spec, const BackwardArgs& args);
+// Can TMA load the backward's Q, K, V and dO (tma_loadable's rules, and dO's rows too)?
+bool backward_tma_loadable(const Spec& spec, const BackwardArgs& args);
 gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args);
 
 struct LaunchGeometry {

@@ -97,10 +97,13 @@ class JitKernel final : public Kernel {
     }
     const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
     BwdParams params = rt::make_bwd_params(spec_, args, buffers[0]);
-    void* kernel_params[] = {&params};
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
       const rt::LaunchGeometry g = rt::launch_geometry(plan, args.forward, device_.sm_count);
+      // A TMA path takes the tensor maps of Q, K, V and dO after the parameters.
+      rt::BackwardTensorMaps maps;
+      if (plan.path->tma_loads) maps = rt::make_tensor_maps(driver, plan, args);
+      void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v, &maps.d_o};
       driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
                     g.shared_bytes, stream, kernel_params);
     }

@@ -36,14 +36,20 @@ TensorMapBox box_of(const gen::ElementType& element, const void* base, int dim, 
 
 }  // namespace
 
+// Packed varlen tensors are one batch of total rows; the kernel adds each sequence's start.
+struct MapRows {
+  int batch, rows_q, rows_k;
+};
+MapRows map_rows(const ForwardArgs& a) {
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  return {varlen ? 1 : a.batch, varlen ? a.total_q : a.seqlen_q, varlen ? a.total_k : a.seqlen_k};
+}
+
 ForwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan, const ForwardArgs& a) {
   const Spec& s = plan.spec;
   const gen::ElementType& e = gen::element_type(s.dtype);
   ForwardTensorMaps maps;
-  // Packed varlen tensors are one batch of total rows; the kernel adds each sequence's start.
-  const bool varlen = a.cu_seqlens_q != nullptr;
-  const int batch = varlen ? 1 : a.batch;
-  const int rows_q = varlen ? a.total_q : a.seqlen_q, rows_k = varlen ? a.total_k : a.seqlen_k;
+  const auto [batch, rows_q, rows_k] = map_rows(a);
   // Q arrives in two boxes, one a consumer warp group (its 64 rows: kernels/fwd_sm90.cuh).
   driver.encode_tensor_map(maps.q.bytes, box_of(e, a.q, s.head_dim_qk, rows_q, a.heads_q, batch,
                                                 a.q_stride, plan.tiles.block_m / 2));
@@ -51,6 +57,25 @@ ForwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan, const 
                                                 a.k_stride, plan.tiles.block_n));
   driver.encode_tensor_map(maps.v.bytes, box_of(e, a.v, s.head_dim_v, rows_k, a.heads_kv, batch,
                                                 a.v_stride, plan.tiles.block_n));
+  return maps;
+}
+
+BackwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan,
+                                    const BackwardArgs& args) {
+  const Spec& s = plan.spec;
+  const ForwardArgs& a = args.forward;
+  const gen::ElementType& e = gen::element_type(s.dtype);
+  BackwardTensorMaps maps;
+  const auto [batch, rows_q, rows_k] = map_rows(a);
+  const int m = plan.tiles.block_m, n = plan.tiles.block_n;
+  driver.encode_tensor_map(maps.q.bytes, box_of(e, a.q, s.head_dim_qk, rows_q, a.heads_q, batch,
+                                                a.q_stride, m));
+  driver.encode_tensor_map(maps.k.bytes, box_of(e, a.k, s.head_dim_qk, rows_k, a.heads_kv, batch,
+                                                a.k_stride, n));
+  driver.encode_tensor_map(maps.v.bytes, box_of(e, a.v, s.head_dim_v, rows_k, a.heads_kv, batch,
+                                                a.v_stride, n));
+  driver.encode_tensor_map(maps.d_o.bytes, box_of(e, args.d_o, s.head_dim_v, rows_q, a.heads_q,
+                                                  batch, args.d_o_stride, m));
   return maps;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -42,13 +43,21 @@ int64_t differing_elements(const std::vector<uint16_t>& a, const std::vector<uin
   return count;
 }
 
-// The kernels the backward call loaded (each load, from the disk cache or not, adds a
-// report; Kernel exposes no "launches made last"), or a note when earlier calls loaded them.
-std::string kernels_loaded_since(const Kernel& kernel, size_t before) {
-  const std::vector<CompileReport> reports = kernel.reports();
-  if (reports.size() <= before) return "(loaded by an earlier call)";
+// The names of the kernels `kernel` has loaded (each load, from the disk cache or not, adds a
+// report; Kernel exposes no "launches made last").
+std::set<std::string> loaded_kernels(const Kernel& kernel) {
+  std::set<std::string> names;
+  for (const CompileReport& report : kernel.reports()) names.insert(report.kernel_name);
+  return names;
+}
+
+// The kernels loaded since `before` (reports() comes in name order, not load order), or a
+// note when earlier calls loaded them.
+std::string kernels_loaded_since(const Kernel& kernel, const std::set<std::string>& before) {
   std::vector<std::string> names;
-  for (size_t n = before; n < reports.size(); ++n) names.push_back(reports[n].kernel_name);
+  for (const std::string& name : loaded_kernels(kernel))
+    if (!before.contains(name)) names.push_back(name);
+  if (names.empty()) return "(loaded by an earlier call)";
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
@@ -168,12 +177,12 @@ BackwardRunResult run_backward(Runtime& runtime, const Spec& spec, const Shape& 
   args.d_q_stride = at.q;
   args.d_k_stride = at.k;
   args.d_v_stride = at.v;
-  const size_t reports_before = kernel->reports().size();
+  const std::set<std::string> loaded_before = loaded_kernels(*kernel);
   kernel->backward(args, nullptr);  // the workspace the runtime allocates
   driver.synchronize();
   Gradients got = read_gradients(grads, dtype, spec, shape, at);
   result.outside_writes = got.outside_writes;
-  result.kernels = kernels_loaded_since(*kernel, reports_before);
+  result.kernels = kernels_loaded_since(*kernel, loaded_before);
 
   // The references read the same images (decoded) through the same strides.
   const std::vector<float> decoded = decode_image(dtype, device.image);

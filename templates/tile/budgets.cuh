@@ -82,6 +82,32 @@ FJ_BUDGET constexpr int bwd_dkdv_sm80_accumulator_registers(int dk_slice, int dv
 }
 enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 
+// ---- bwd_dkdv_sm90: K and V whole and a kStages ring of Q and dO tiles, in 128-byte panels;
+// per slot the rows' LSE and D as floats; the mbarriers (kv_full, then full and empty a slot)
+// and 1024 bytes of slack that align the swizzled tiles. A consumer thread holds half its dK
+// and dV columns, block_m / 2 floats each of S^T and dP^T and block_m / 4 registers of them
+// packed to 16 bits, out of the 240 setmaxnreg gives it.
+// Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
+FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
+FJ_BUDGET constexpr int bwd_dkdv_sm90_tile_cols(int pad, int slice, int splits) {
+  return pad > splits * slice ? pad : splits * slice;
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
+                                                   int dk_slice, int dv_slice, int splits,
+                                                   int block_m, int block_n, int stages) {
+  return ((panels(dqk_pad, element_bytes) + panels(dv_pad, element_bytes)) * block_n +
+          (panels(bwd_dkdv_sm90_tile_cols(dqk_pad, dk_slice, splits), element_bytes) +
+           panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes)) *
+              stages * block_m) *
+             kPanelRowBytes +
+         stages * block_m * 2 * 4 + bwd_sm90_barrier_bytes(stages) + 1024;
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_slice,
+                                                         int block_m) {
+  return (dk_slice + dv_slice) / 2 + block_m + block_m / 4;
+}
+enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
+
 // ---- bwd_dq_sm80: Q and dO, then a kStages ring of K and V tiles. A thread holds block_n / 2
 // floats each of S and dP and half its dQ columns (192, d256 m64 n64 w4, takes all 255
 // registers before any mask adds its own, hence 176).

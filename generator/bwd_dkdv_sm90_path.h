@@ -1,0 +1,26 @@
+// The bwd_dkdv_sm90 path: the backward's dK/dV kernel for sm_90a, warp-specialised with TMA,
+// an mbarrier ring and wgmma (templates/kernels/bwd_dkdv_sm90.cuh), deterministic, for calls
+// TMA can load without a block mask; the others take bwd_dkdv_sm80.
+#pragma once
+
+#include <string>
+
+#include "generator/kernel_path.h"
+#include "templates/tile/budgets.cuh"
+
+namespace flashjit::gen {
+
+extern const KernelPathInfo kBwdDkDvSm90Path;
+
+// 128 keys a CTA (two consumer warp groups of 64) and 12 warps, always.
+inline constexpr int kBwdSm90BlockN = 128;
+inline constexpr int kBwdSm90Warps = 12;
+
+// The columns a CTA holds: all of dK and dV while a consumer's registers hold them beside
+// S^T and dP^T of a 32-row query tile; wider heads split into 64-column panels of at most
+// 256 columns of both together.
+ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims);
+std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
+                                        const std::string& target);
+
+}  // namespace flashjit::gen

@@ -1,0 +1,382 @@
+// The backward's dK/dV kernel for sm_90a: warp-specialised, TMA + mbarrier + wgmma, and
+// deterministic by construction like the sm80 kernel (one CTA owns its keys' dK and dV, walks
+// the query heads of the GQA group and their query tiles in a fixed order, no atomics).
+//
+// A CTA is 128 keys of one (batch, kv head) and three warp groups:
+//   - warp group 0, the producer, gives most of its registers away; its first warp loads K and
+//     V once (TMA, the kv_full barrier), then per step the Q and dO tiles of kBlockM query rows
+//     into a kStages-deep ring (one lane issues TMA; every lane writes the rows' LSE, in the
+//     log2 domain, and D into the slot), each slot guarded by a "full" and an "empty" mbarrier.
+//   - warp groups 1 and 2, the consumers, own 64 keys each, so they hold the scores transposed
+//     (wgmma M = keys, N = the tile's query rows). Per step:
+//       S^T = K Q^T and dP^T = V dO^T   (wgmma SS, both K-major in 128-byte swizzled panels)
+//       P^T = exp2(scale_log2 S^T - LSE_log2), dV += P^T dO   (RS: P^T from the S registers)
+//       dS^T = P^T (dP^T - D),             dK += dS^T Q      (RS; Q and dO read MN-major)
+//     dP^T is in flight while P^T is computed, and dV's product while dS^T is.
+// Wide heads split the output columns over kDvSplits CTAs per key block, as in the sm80
+// kernel: split s accumulates dK columns s*kDkSlice.. and dV columns s*kDvSlice.. (64-column
+// panels), recomputing S^T and dP^T over the whole head dims.
+//
+// Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
+// kBlockM (queries a step, 64), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
+// window constants (block masks take the sm80 kernel).
+#pragma once
+
+#include "../arch/sm90.cuh"
+#include "../attn/epilogue.cuh"
+#include "../attn/mask.cuh"
+#include "../tile/budgets.cuh"
+#include "../tile/element.cuh"
+#include "bwd_params.cuh"
+
+namespace fj {
+
+template <class Cfg>
+struct Sm90BwdDkDvLayout {
+  using Element = typename Cfg::Element;
+  static constexpr int kThreads = 384;      // producer + two consumer warp groups
+  static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
+  static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes);  // K's
+  static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes);    // V's
+  // Q's and dO's: every split's slice lies inside the tile, its panels past the head dim
+  // zeros (TMA fills them), so the last split's wgmma N never reads past the tile.
+  static constexpr int kQPanels = budget::panels(
+      budget::bwd_dkdv_sm90_tile_cols(Cfg::kDqkPad, Cfg::kDkSlice, Cfg::kDvSplits), Element::kBytes);
+  static constexpr int kDoPanels = budget::panels(
+      budget::bwd_dkdv_sm90_tile_cols(Cfg::kDvPad, Cfg::kDvSlice, Cfg::kDvSplits), Element::kBytes);
+  static constexpr int kRow = budget::kPanelRowBytes;
+  static constexpr int kKPanelBytes = Cfg::kBlockN * kRow;  // one 64-column panel of K or V
+  static constexpr int kQPanelBytes = Cfg::kBlockM * kRow;  // of a Q or dO tile
+  static constexpr int kKBytes = kQkPanels * kKPanelBytes;
+  static constexpr int kVBytes = kVPanels * kKPanelBytes;
+  static constexpr int kQBytes = kQPanels * kQPanelBytes;  // one ring slot's Q
+  static constexpr int kDoBytes = kDoPanels * kQPanelBytes;
+  static constexpr int kKOffset = 0;
+  static constexpr int kVOffset = kKOffset + kKBytes;
+  static constexpr int kQOffset = kVOffset + kVBytes;
+  static constexpr int kDoOffset = kQOffset + Cfg::kStages * kQBytes;
+  static constexpr int kRowsOffset = kDoOffset + Cfg::kStages * kDoBytes;  // LSE, D per slot
+  static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
+  static constexpr int kSharedBytes = budget::bwd_dkdv_sm90_shared_bytes(
+      Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits,
+      Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
+  static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages) + 1024,
+                "the budget holds K, V, the ring, the rows' LSE and D, the barriers and the "
+                "alignment slack");
+  static_assert(budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice,
+                                                         Cfg::kBlockM) <=
+                    budget::kBwdDkDvSm90MaxAccumulatorRegisters,
+                "S^T, dP^T, P^T, dK and dV within a consumer's register budget");
+
+  static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
+  static constexpr int kDkTiles = Cfg::kDkSlice / 8;
+  static constexpr int kDvTiles = Cfg::kDvSlice / 8;
+
+  static_assert(Cfg::kBlockN == 2 * kConsumerKeys, "two consumer warp groups of 64 keys");
+  static_assert(Cfg::kBlockM % 16 == 0 && Cfg::kBlockM <= 256, "wgmma N of S^T, k16 steps");
+  static_assert(Cfg::kDkSlice % 16 == 0 && Cfg::kDkSlice <= 256 && Cfg::kDvSlice % 16 == 0 &&
+                    Cfg::kDvSlice <= 256,
+                "wgmma N of dK and dV");
+  static_assert(Cfg::kDvSplits == 1 || (Cfg::kDkSlice % 64 == 0 && Cfg::kDvSlice % 64 == 0),
+                "split slices start on a panel");
+  static_assert(Cfg::kStages == 1 || Cfg::kStages == 2, "one or two ring slots");
+  static_assert(Element::kBytes == 2 && Element::kMmaK == 16, "k16 steps of 16-bit elements");
+};
+
+namespace sm90_bwd {
+
+// As in the forward: 65536 / 384 registers at launch, the producer keeps 24 and each
+// consumer thread claims 240 (what the producer frees covers it exactly).
+constexpr int kLaunchRegs = 168, kProducerRegs = 24, kConsumerRegs = 240;
+static_assert(128 * (kLaunchRegs - kProducerRegs) >= 256 * (kConsumerRegs - kLaunchRegs),
+              "the consumers claim more registers than the producer frees");
+
+template <class Cfg>
+struct Smem {
+  using L = Sm90BwdDkDvLayout<Cfg>;
+  u32 base;
+  unsigned char* generic;  // the same address, for the rows' plain loads and stores
+  __device__ u32 k() const { return base + L::kKOffset; }
+  __device__ u32 v() const { return base + L::kVOffset; }
+  __device__ u32 q(int slot) const { return base + L::kQOffset + slot * L::kQBytes; }
+  __device__ u32 d_o(int slot) const { return base + L::kDoOffset + slot * L::kDoBytes; }
+  // The slot's kBlockM LSE values (log2 domain), then its kBlockM D values.
+  __device__ float* rows(int slot) const {
+    return reinterpret_cast<float*>(generic + L::kRowsOffset) + slot * 2 * Cfg::kBlockM;
+  }
+  __device__ u32 kv_full() const { return base + L::kBarOffset; }
+  __device__ u32 full(int slot) const { return base + L::kBarOffset + 8 * (1 + slot); }
+  __device__ u32 empty(int slot) const {
+    return base + L::kBarOffset + 8 * (1 + Cfg::kStages + slot);
+  }
+};
+
+// The CTA's keys and its steps: every query head of the group, and per head the query tiles
+// whose rows see a key of the block (causal and window bands).
+template <class Cfg>
+struct KeyBlock {
+  int n0, kv_head, batch, split, q_start, k_start, seqlen_q, seqlen_k, diag, tma_batch;
+  int tile0, tiles, steps;
+
+  __device__ KeyBlock(const BwdParams& p) {
+    n0 = blockIdx.x * Cfg::kBlockN;
+    kv_head = blockIdx.y;
+    batch = blockIdx.z / Cfg::kDvSplits;
+    split = blockIdx.z % Cfg::kDvSplits;
+    if constexpr (Cfg::kVarlen) {
+      q_start = p.cu_seqlens_q[batch];
+      k_start = p.cu_seqlens_k[batch];
+      seqlen_q = p.cu_seqlens_q[batch + 1] - q_start;
+      seqlen_k = p.cu_seqlens_k[batch + 1] - k_start;
+      tma_batch = 0;  // the packed tensors are one batch of total rows
+    } else {
+      q_start = k_start = 0;
+      seqlen_q = p.seqlen_q;
+      seqlen_k = p.seqlen_k;
+      tma_batch = batch;
+    }
+    diag = seqlen_k - seqlen_q;
+    const KeyRange rows = visible_queries<Cfg>(n0, Cfg::kBlockN, seqlen_q, diag);
+    tile0 = rows.begin / Cfg::kBlockM;
+    tiles = rows.end > rows.begin ? (rows.end + Cfg::kBlockM - 1) / Cfg::kBlockM - tile0 : 0;
+    steps = tiles * p.heads_per_kv;
+  }
+  __device__ int head(const BwdParams& p, int step) const {
+    return kv_head * p.heads_per_kv + step / tiles;
+  }
+  __device__ int m0(int step) const { return (tile0 + step % tiles) * Cfg::kBlockM; }
+};
+
+// The producer's first warp.
+template <class Cfg>
+__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const BwdParams& p,
+                                        const KeyBlock<Cfg>& kb, const TmaDesc* tm_q,
+                                        const TmaDesc* tm_k, const TmaDesc* tm_v,
+                                        const TmaDesc* tm_do) {
+  using L = Sm90BwdDkDvLayout<Cfg>;
+  constexpr int kPanelCols = L::kRow / Cfg::Element::kBytes;  // TMA box columns
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int lane = threadIdx.x % 32;
+  if (lane == 0) {
+    mbar_arrive_expect_tx(sm.kv_full(), L::kKBytes + L::kVBytes);
+#pragma unroll 1
+    for (int panel = 0; panel < L::kQkPanels; ++panel)
+      tma_load_4d(sm.k() + panel * L::kKPanelBytes, tm_k, panel * kPanelCols, kb.k_start + kb.n0,
+                  kb.kv_head, kb.tma_batch, sm.kv_full());
+#pragma unroll 1
+    for (int panel = 0; panel < L::kVPanels; ++panel)
+      tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * kPanelCols, kb.k_start + kb.n0,
+                  kb.kv_head, kb.tma_batch, sm.kv_full());
+  }
+#pragma unroll 1
+  for (int j = 0; j < kb.steps; ++j) {
+    const int slot = j % Cfg::kStages;
+    mbar_wait(sm.empty(slot), ((j / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
+    const int head = kb.head(p, j), m0 = kb.m0(j);
+    // The rows' LSE in the log2 domain and D; a row past the sequence end, or one that saw no
+    // key (LSE -inf), gets LSE +inf so that its P is 0.
+    const long long row_base =
+        Cfg::kVarlen ? static_cast<long long>(head) * p.cu_seqlens_q[p.batch] + kb.q_start
+                     : (static_cast<long long>(kb.batch) * p.heads_q + head) * kb.seqlen_q;
+    float* rows = sm.rows(slot);
+#pragma unroll 1
+    for (int r = lane; r < Cfg::kBlockM; r += 32) {
+      const bool valid = m0 + r < kb.seqlen_q;
+      const float lse = valid ? p.lse[row_base + m0 + r] : neg_inf();
+      rows[r] = lse == neg_inf() ? -neg_inf() : lse * kLog2e;
+      rows[Cfg::kBlockM + r] = valid ? p.d_rows[row_base + m0 + r] : 0.f;
+    }
+    if (lane != 0) {
+      mbar_arrive(sm.full(slot));  // this lane's rows are written
+      continue;
+    }
+    mbar_arrive_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
+#pragma unroll 1
+    for (int panel = 0; panel < L::kQPanels; ++panel)
+      tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * kPanelCols,
+                  kb.q_start + m0, head, kb.tma_batch, sm.full(slot));
+#pragma unroll 1
+    for (int panel = 0; panel < L::kDoPanels; ++panel)
+      tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * kPanelCols,
+                  kb.q_start + m0, head, kb.tma_batch, sm.full(slot));
+  }
+}
+
+// D^T (keys x queries) = A B^T over `kSteps` k16 steps, A this consumer's 64 rows of K or V,
+// B the slot's Q or dO tile, both K-major: a step advances 32 bytes in a 128-byte panel row,
+// then moves to the next panel.
+template <class Cfg, int kSteps>
+__device__ __forceinline__ void issue_transposed_scores(float (&d)[Cfg::kBlockM / 8][4],
+                                                        u32 a_rows, int a_panel_bytes,
+                                                        u32 b_tile) {
+  using L = Sm90BwdDkDvLayout<Cfg>;
+  constexpr int kStepBytes = Cfg::Element::kMmaK * Cfg::Element::kBytes;
+  constexpr int kStepsPerPanel = L::kRow / kStepBytes;
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t) {
+    const int panel = t / kStepsPerPanel;
+    const u32 in_panel = (t % kStepsPerPanel) * kStepBytes;
+    const u64 a = smem_desc_sw128(a_rows + panel * a_panel_bytes + in_panel, 16, 1024);
+    const u64 b = smem_desc_sw128(b_tile + panel * L::kQPanelBytes + in_panel, 16, 1024);
+    Wgmma<Cfg::kBlockM>::ss(d, a, b, t > 0);
+  }
+}
+
+// acc += X^T B over the tile's query rows: X^T (keys x queries) from registers as k16 steps,
+// B the slot's Q or dO tile read MN-major from column panel `panel0` on (kMmaK rows = 2048
+// bytes a step, panels kQPanelBytes apart).
+template <class Cfg, int kN>
+__device__ __forceinline__ void issue_accumulate(float (&acc)[kN / 8][4],
+                                                 const u32 (&x)[Cfg::kBlockM / 16][4], u32 tile,
+                                                 int panel0) {
+  using L = Sm90BwdDkDvLayout<Cfg>;
+  constexpr int kStepBytes = Cfg::Element::kMmaK * L::kRow;
+  const u32 b0 = tile + panel0 * L::kQPanelBytes;
+#pragma unroll
+  for (int t = 0; t < Cfg::kBlockM / 16; ++t)
+    Wgmma<kN>::rs(acc, x[t], smem_desc_sw128(b0 + t * kStepBytes, L::kQPanelBytes, 1024), true);
+}
+
+// The k16 steps of X^T as wgmma's RS A operand: step t is n8 tiles 2t and 2t+1.
+template <class Cfg>
+__device__ __forceinline__ void pack_steps(u32 (&x)[Cfg::kBlockM / 16][4],
+                                           const float (&s)[Cfg::kBlockM / 8][4]) {
+  using Element = typename Cfg::Element;
+#pragma unroll
+  for (int t = 0; t < Cfg::kBlockM / 16; ++t) {
+    x[t][0] = Element::pack(s[2 * t][0], s[2 * t][1]);
+    x[t][1] = Element::pack(s[2 * t][2], s[2 * t][3]);
+    x[t][2] = Element::pack(s[2 * t + 1][0], s[2 * t + 1][1]);
+    x[t][3] = Element::pack(s[2 * t + 1][2], s[2 * t + 1][3]);
+  }
+}
+
+// One consumer warp group (index c: keys n0 + 64c ..): every step, then its rows of dK, dV.
+template <class Cfg>
+__device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
+                                        const KeyBlock<Cfg>& kb, int c) {
+  using L = Sm90BwdDkDvLayout<Cfg>;
+  using Storage = typename Cfg::Element::Storage;
+  constexpr int kQT = L::kQTiles, kBM = Cfg::kBlockM;
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int key0 = kb.n0 + c * L::kConsumerKeys;  // this warp group's first key
+  const int dk_col0 = kb.split * Cfg::kDkSlice, dv_col0 = kb.split * Cfg::kDvSlice;
+  const int dk_cols = Cfg::kHeadDimQk - dk_col0;  // valid columns of this split (<= 0: none)
+  const int dv_cols = Cfg::kHeadDimV - dv_col0;
+  const u32 k_rows = sm.k() + c * L::kConsumerKeys * L::kRow;
+  const u32 v_rows = sm.v() + c * L::kConsumerKeys * L::kRow;
+
+  float acc_dk[L::kDkTiles][4], acc_dv[L::kDvTiles][4];
+#pragma unroll
+  for (int t = 0; t < L::kDkTiles; ++t) acc_dk[t][0] = acc_dk[t][1] = acc_dk[t][2] = acc_dk[t][3] = 0.f;
+#pragma unroll
+  for (int t = 0; t < L::kDvTiles; ++t) acc_dv[t][0] = acc_dv[t][1] = acc_dv[t][2] = acc_dv[t][3] = 0.f;
+
+  mbar_wait(sm.kv_full(), 0);
+#pragma unroll 1
+  for (int j = 0; j < kb.steps; ++j) {
+    const int slot = j % Cfg::kStages;
+    const int m0 = kb.m0(j);
+    mbar_wait(sm.full(slot), (j / Cfg::kStages) & 1);
+    float s[kQT][4], dp[kQT][4];
+    u32 x[kBM / 16][4];
+    wgmma_fence();
+    issue_transposed_scores<Cfg, Cfg::kDqkPad / 16>(s, k_rows, L::kKPanelBytes, sm.q(slot));
+    wgmma_commit();
+    issue_transposed_scores<Cfg, Cfg::kDvPad / 16>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot));
+    wgmma_commit();
+    wgmma_wait<1>();  // S^T has landed; dP^T is in flight
+
+    if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seqlen_k, kb.diag))
+      mask_scores_transposed<Cfg>(s, key0 + warp * 16 + lane / 4, m0, kb.diag, lane);
+    const float* lse_log2 = sm.rows(slot);
+    const float* d_rows = lse_log2 + kBM;
+#pragma unroll
+    for (int t = 0; t < kQT; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = t * 8 + (lane % 4) * 2 + e % 2;
+        s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
+      }
+    pack_steps<Cfg>(x, s);
+    if (dv_cols > 0) {
+      wgmma_fence();
+      issue_accumulate<Cfg, Cfg::kDvSlice>(acc_dv, x, sm.d_o(slot), dv_col0 / 64);
+      wgmma_commit();
+    }
+    wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+    if (dk_cols > 0) {
+#pragma unroll
+      for (int t = 0; t < kQT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = t * 8 + (lane % 4) * 2 + e % 2;
+          dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
+        }
+      wgmma_wait<0>();  // dV's product is done with x
+      pack_steps<Cfg>(x, dp);
+      wgmma_fence();
+      issue_accumulate<Cfg, Cfg::kDkSlice>(acc_dk, x, sm.q(slot), dk_col0 / 64);
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    if (lane == 0) mbar_arrive(sm.empty(slot));
+  }
+
+  // ---- epilogue: every key row of the block is written, zeros for keys no query sees.
+  const bool varlen = Cfg::kVarlen;
+  const long long dk_row0 = varlen ? kb.k_start * p.dk_seq_stride : kb.batch * p.dk_batch_stride;
+  const long long dv_row0 = varlen ? kb.k_start * p.dv_seq_stride : kb.batch * p.dv_batch_stride;
+  const int key = key0 + warp * 16;
+  if (dk_cols > 0) {
+    Storage* dk = static_cast<Storage*>(p.d_k) + dk_row0 + kb.kv_head * p.dk_head_stride +
+                  key * p.dk_seq_stride + dk_col0;
+    store_scaled_rows<Cfg>(acc_dk, p.softmax_scale, dk, p.dk_seq_stride, key, kb.seqlen_k,
+                           dk_cols, lane);
+  }
+  if (dv_cols > 0) {
+    Storage* dv = static_cast<Storage*>(p.d_v) + dv_row0 + kb.kv_head * p.dv_head_stride +
+                  key * p.dv_seq_stride + dv_col0;
+    store_scaled_rows<Cfg>(acc_dv, 1.f, dv, p.dv_seq_stride, key, kb.seqlen_k, dv_cols, lane);
+  }
+}
+
+}  // namespace sm90_bwd
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc* tm_q,
+                                              const TmaDesc* tm_k, const TmaDesc* tm_v,
+                                              const TmaDesc* tm_do) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;
+  const sm90_bwd::Smem<Cfg> sm{base, smem_raw + (base - raw)};
+  const sm90_bwd::KeyBlock<Cfg> kb(p);
+  if (kb.n0 >= kb.seqlen_k) return;  // the whole CTA: these keys do not exist
+
+  // Read from lane 0 so that ptxas sees a warp-uniform value (see fwd_sm90).
+  const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  if (threadIdx.x == 0) {
+    tma_prefetch_descriptor(tm_q);
+    tma_prefetch_descriptor(tm_k);
+    tma_prefetch_descriptor(tm_v);
+    tma_prefetch_descriptor(tm_do);
+    mbar_init(sm.kv_full(), 1);
+    for (int slot = 0; slot < Cfg::kStages; ++slot) {
+      mbar_init(sm.full(slot), 32);  // every producer lane: its rows; lane 0 also the bytes
+      mbar_init(sm.empty(slot), 8);  // one arrival per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (warp_group == 0) {
+    regs_release<sm90_bwd::kProducerRegs>();
+    if (threadIdx.x < 32) sm90_bwd::produce<Cfg>(sm, p, kb, tm_q, tm_k, tm_v, tm_do);
+  } else {
+    regs_claim<sm90_bwd::kConsumerRegs>();
+    sm90_bwd::consume<Cfg>(sm, p, kb, warp_group - 1);
+  }
+}
+
+}  // namespace fj
