@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <set>
-
+#include "generator/bwd_sm90_source.h"
 #include "generator/plan.h"
-#include "generator/wgmma_emit.h"
 
 namespace flashjit::gen {
 namespace {
@@ -55,23 +53,10 @@ std::string ws_tiles_label(const Tiles& t) {
 }
 
 std::string extra_source(const Plan& plan) {
-  std::string out = "\n// ---- the wgmma shapes this kernel uses\nnamespace fj {\n";
-  for (int n : std::set<int>{plan.tiles.block_m, plan.dk_slice, plan.dv_slice})
-    out += emit_wgmma(plan.spec.dtype, n);
-  return out + "}  // namespace fj\n";
+  return bwd_sm90_wgmma_source(plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice});
 }
 
-std::string entry(const Plan& plan) {
-  return fmt::format(
-      "// 384 threads, and setmaxnreg needs the bound to hold.\n"
-      "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(\n"
-      "    const BwdParams params, const __grid_constant__ fj::TmaDesc tm_q,\n"
-      "    const __grid_constant__ fj::TmaDesc tm_k, const __grid_constant__ fj::TmaDesc tm_v,\n"
-      "    const __grid_constant__ fj::TmaDesc tm_do) {{\n"
-      "  fj::bwd_dkdv_sm90<KernelConfig>(params, &tm_q, &tm_k, &tm_v, &tm_do);\n"
-      "}}\n",
-      plan.threads, plan.kernel_name);
-}
+std::string entry(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_sm90"); }
 
 }  // namespace
 

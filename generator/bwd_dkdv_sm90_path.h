@@ -12,7 +12,8 @@ namespace flashjit::gen {
 
 extern const KernelPathInfo kBwdDkDvSm90Path;
 
-// 128 keys a CTA (two consumer warp groups of 64) and 12 warps, always.
+// 128 keys a CTA (two consumer warp groups of 64) and 12 warps (a producer warp group and
+// two consumers, as the dQ kernel), always.
 inline constexpr int kBwdSm90BlockN = 128;
 inline constexpr int kBwdSm90Warps = 12;
 

@@ -3,6 +3,7 @@
 #include "generator/bwd_dkdv_sm80_path.h"
 #include "generator/bwd_dkdv_sm90_path.h"
 #include "generator/bwd_dq_sm80_path.h"
+#include "generator/bwd_dq_sm90_path.h"
 #include "generator/bwd_pre_path.h"
 #include "generator/dec_combine_path.h"
 #include "generator/dec_sm80_path.h"
@@ -18,8 +19,8 @@ namespace {
 
 // In the order of preference: a call takes the first path that serves it.
 constexpr const KernelPathInfo* kPaths[] = {
-    &kFwdSm90Path,   &kFwdSm80Path, &kBwdPrePath,     &kBwdDkDvSm90Path, &kBwdDkDvSm80Path,
-    &kBwdDqSm80Path, &kDecSm80Path, &kDecCombinePath, &kMergePath};
+    &kFwdSm90Path,   &kFwdSm80Path,   &kBwdPrePath,  &kBwdDkDvSm90Path, &kBwdDkDvSm80Path,
+    &kBwdDqSm90Path, &kBwdDqSm80Path, &kDecSm80Path, &kDecCombinePath,  &kMergePath};
 
 }  // namespace
 

@@ -80,14 +80,15 @@ std::string describe_failure(const BackwardRunResult& r, int64_t nondeterministi
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
-// How far dQ may move because the backward reads O as the forward stored it, rounded to the
-// element type, in D = rowsum(dO ∘ O) (FlashAttention's backward does the same; the
+// The largest error D = rowsum(dO ∘ O) carries because the backward reads O as the forward
+// stored it, rounded to the element type (FlashAttention's backward does the same; the
 // references take D = rowsum(P ∘ dP), exact): |δD_i| <= u Σ_d |dO_id O_id| with u the dtype's
-// unit roundoff, and dQ_i = scale Σ_j P_ij (dP_ij - D_i) K_j moves by scale δD_i Σ_j P_ij K_j,
-// at most scale |δD_i| max |K| (P's row sums are 1). Where rows see few keys or the head dim
-// is small (head dim 1: dQ is one dot product) this is most of dQ's error.
-double d_rounding_effect_on_dq(const std::vector<float>& o, const std::vector<float>& d_o,
-                               int dim, double scale, double max_abs_k, DType dtype) {
+// unit roundoff. It moves dQ_i = scale Σ_j P_ij (dP_ij - D_i) K_j by scale δD_i Σ_j P_ij K_j,
+// at most scale |δD_i| max |K| (P's row sums are 1), and dK_j by Σ_i P_ij δD_i scale Q_i, at
+// most max |δD| ReferenceGradients::max_p_q_column. Where rows see few keys or the head dim
+// is small (head dim 1: dQ is one dot product) this is most of the error.
+double d_rounding_error(const std::vector<float>& o, const std::vector<float>& d_o, int dim,
+                        DType dtype) {
   const double u = std::ldexp(1.0, dtype == DType::BF16 ? -8 : -11);
   double worst = 0;
   for (size_t row = 0; row + dim <= o.size(); row += dim) {
@@ -95,7 +96,7 @@ double d_rounding_effect_on_dq(const std::vector<float>& o, const std::vector<fl
     for (int d = 0; d < dim; ++d) sum += std::abs(static_cast<double>(o[row + d]) * d_o[row + d]);
     worst = std::max(worst, sum);
   }
-  return u * worst * scale * max_abs_k;
+  return u * worst;
 }
 
 double max_abs(const HostView& view, int batches, int rows, int heads, int dim) {
@@ -196,12 +197,13 @@ BackwardRunResult run_backward(Runtime& runtime, const Spec& spec, const Shape& 
       OutputImage(o).take(dtype, 0, n, nq, shape.heads_q, spec.head_dim_v, at.o);
   const std::vector<float> d_o_values =
       OutputImage(d_o).take(dtype, 0, n, nq, shape.heads_q, spec.head_dim_v, at.o);
-  const double d_rounding = d_rounding_effect_on_dq(
-      o_values, d_o_values, spec.head_dim_v, problem.scale(),
-      max_abs(k, n, k_rows(shape), shape.heads_kv, spec.head_dim_qk), dtype);
+  const double d_error = d_rounding_error(o_values, d_o_values, spec.head_dim_v, dtype);
+  const double d_effect_on_dq =
+      d_error * problem.scale() * max_abs(k, n, k_rows(shape), shape.heads_kv, spec.head_dim_qk);
   result.dq_bound =
-      gradient_error_bound(exact.dq, lowp.dq, exact.dq_cancellation) + 2 * d_rounding;
-  result.dk_bound = gradient_error_bound(exact.dk, lowp.dk, exact.dk_cancellation);
+      gradient_error_bound(exact.dq, lowp.dq, exact.dq_cancellation) + 2 * d_effect_on_dq;
+  result.dk_bound = gradient_error_bound(exact.dk, lowp.dk, exact.dk_cancellation) +
+                    2 * d_error * exact.max_p_q_column;
   result.dv_bound = gradient_error_bound(exact.dv, lowp.dv);
   result.dq = compare(got.dq, exact.dq, {.atol = result.dq_bound, .rtol = 0});
   result.dk = compare(got.dk, exact.dk, {.atol = result.dk_bound, .rtol = 0});

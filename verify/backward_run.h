@@ -45,9 +45,9 @@ struct BackwardRunResult {
 // happens to be exact). C (ours, not FlashAttention's: ReferenceGradients::dq_cancellation
 // and dk_cancellation, 0 for dV) is the fp32 rounding left by the cancellation in dS, which
 // the rule misses where dS is exactly 0. Returns the right-hand side. run_backward adds one
-// more term to dQ's bound: twice how far D = rowsum(dO ∘ O) moves dQ when O is read in the
-// element type, as the recomputing backward reads it (backward_run.cpp says how it is
-// bounded); the references compute D from P and dP, exactly.
+// more term to dQ's and dK's bounds: twice how far D = rowsum(dO ∘ O) moves them when O is
+// read in the element type, as the recomputing backward reads it (backward_run.cpp says how
+// it is bounded); the references compute D from P and dP, exactly.
 double gradient_error_bound(std::span<const double> reference, std::span<const double> lowp,
                             double cancellation = 0);
 

@@ -95,9 +95,9 @@ struct KeyHead {
 };
 
 // Per element of dQ (a row's) and of dK (a key's): Σ P ‖dO‖ (‖V‖ + max ‖V‖) |K| (|Q| for
-// dK), before the fp32 rounding factor.
+// dK), before the fp32 rounding factor; and per key Σ_i P_ij max_d |scale Q_id|.
 struct CancellationTerms {
-  std::vector<double> dq_rows, dk_keys;
+  std::vector<double> dq_rows, dk_keys, p_q_keys;
 };
 
 template <class Real>
@@ -182,7 +182,7 @@ struct Walk {
     while (r1 > r0 && p.first_key(r1 - 1) >= j1) --r1;
     const int rows = r1 - r0;
     std::vector<Real> k_sum(static_cast<size_t>(keys) * dqk), v_sum(static_cast<size_t>(keys) * dv);
-    std::vector<Real> size(keys, Real{0});
+    std::vector<Real> size(keys, Real{0}), p_q(keys, Real{0});
     if (rows > 0) {
       std::vector<Real> pt(static_cast<size_t>(keys) * rows), dst(pt.size());
       std::vector<Real> gk(k_sum.size()), gv(v_sum.size());
@@ -202,6 +202,7 @@ struct Walk {
             prob = sees(b, h, i, j0 + t) ? round(std::exp(round(prob) - qh.lse[i])) : Real{0};
             grad = round(prob * (round(grad) - qh.delta[i]));
             size[t] += prob * qh.d_o_norm[i] * qh.q_max[i];
+            p_q[t] += prob * qh.q_max[i];
           }
         multiply_abt(pt.data(), rows, qh.d_o.cols.data() + r0, qh.d_o.n, gv.data(), dv, keys,
                      dv, rows);
@@ -214,6 +215,7 @@ struct Walk {
     for (int t = 0; t < keys; ++t) {
       const size_t row = (static_cast<size_t>(b) * p.seqlen_k + j0 + t) * p.heads_kv + hkv;
       terms.dk_keys[row] = size[t] * (kv.v_norm[j0 + t] + kv.v_norm_max);
+      terms.p_q_keys[row] = p_q[t];
       for (int d = 0; d < dqk; ++d) dk[row * dqk + d] = round(k_sum[static_cast<size_t>(t) * dqk + d]);
       for (int c = 0; c < dv; ++c) dv_out[row * dv + c] = round(v_sum[static_cast<size_t>(t) * dv + c]);
     }
@@ -255,6 +257,7 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   out.dv.resize(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv * dv);
   CancellationTerms terms{
       std::vector<double>(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q),
+      std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv),
       std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv)};
   const int row_blocks = (p.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
   parallel_for(p.batch * p.heads_q * row_blocks, threads, [&](int task) {
@@ -281,6 +284,7 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   const double rounding = std::ldexp(1.0, -23);
   for (double x : terms.dq_rows) out.dq_cancellation = std::max(out.dq_cancellation, rounding * x);
   for (double x : terms.dk_keys) out.dk_cancellation = std::max(out.dk_cancellation, rounding * x);
+  for (double x : terms.p_q_keys) out.max_p_q_column = std::max(out.max_p_q_column, x);
   return out;
 }
 
@@ -315,6 +319,7 @@ ReferenceGradients gradients(const AttentionProblem& p, HostView q, HostView k, 
     place(part.dv, out.dv, static_cast<size_t>(k0) * p.heads_kv * dv);
     out.dq_cancellation = std::max(out.dq_cancellation, part.dq_cancellation);
     out.dk_cancellation = std::max(out.dk_cancellation, part.dk_cancellation);
+    out.max_p_q_column = std::max(out.max_p_q_column, part.max_p_q_column);
   }
   return out;
 }

@@ -28,6 +28,9 @@ struct ReferenceGradients {
   // A correct kernel's dQ / dK can be that far off where dS is exactly 0 (every row sees one
   // key), and there FlashAttention's bound is 0.
   double dq_cancellation = 0, dk_cancellation = 0;
+  // The largest over keys j of Σ_i P_ij max_d |scale Q_id| (over the GQA group): how far an
+  // error δ in every D_i can move dK (dK_j = Σ_i P_ij (dP_ij - D_i) scale Q_i).
+  double max_p_q_column = 0;
 };
 
 // In fp64. Runs on `threads` threads (0: all hardware threads), splitting over batch, heads

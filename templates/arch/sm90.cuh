@@ -80,6 +80,16 @@ __device__ __forceinline__ void named_sync(u32 id, u32 threads) {
 __device__ __forceinline__ void named_arrive(u32 id, u32 threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// The register split of the backward's kernels, three warp groups of 128 threads: 65536 / 384
+// at launch (__launch_bounds__(384, 1)), the producer keeps 24 and each consumer thread
+// claims 240, which is exactly what the producer frees (setmaxnreg only moves registers inside
+// the CTA's allocation; with less, setmaxnreg.inc waits for ever).
+namespace ws_regs {
+enum : int { kLaunch = 168, kProducer = 24, kConsumer = 240 };
+static_assert(128 * (kLaunch - kProducer) >= 256 * (kConsumer - kLaunch),
+              "the consumers claim more registers than the producer frees");
+}  // namespace ws_regs
+
 template <int REGS>
 __device__ __forceinline__ void regs_release() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));

@@ -25,8 +25,10 @@
 #include "../arch/sm90.cuh"
 #include "../attn/epilogue.cuh"
 #include "../attn/mask.cuh"
+#include "../attn/sequence.cuh"
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
+#include "../tile/wgmma_tiles.cuh"
 #include "bwd_params.cuh"
 
 namespace fj {
@@ -85,12 +87,6 @@ struct Sm90BwdDkDvLayout {
 
 namespace sm90_bwd {
 
-// As in the forward: 65536 / 384 registers at launch, the producer keeps 24 and each
-// consumer thread claims 240 (what the producer frees covers it exactly).
-constexpr int kLaunchRegs = 168, kProducerRegs = 24, kConsumerRegs = 240;
-static_assert(128 * (kLaunchRegs - kProducerRegs) >= 256 * (kConsumerRegs - kLaunchRegs),
-              "the consumers claim more registers than the producer frees");
-
 template <class Cfg>
 struct Smem {
   using L = Sm90BwdDkDvLayout<Cfg>;
@@ -115,28 +111,17 @@ struct Smem {
 // whose rows see a key of the block (causal and window bands).
 template <class Cfg>
 struct KeyBlock {
-  int n0, kv_head, batch, split, q_start, k_start, seqlen_q, seqlen_k, diag, tma_batch;
+  int n0, kv_head, batch, split;
+  Sequence seq;
   int tile0, tiles, steps;
 
-  __device__ KeyBlock(const BwdParams& p) {
-    n0 = blockIdx.x * Cfg::kBlockN;
-    kv_head = blockIdx.y;
-    batch = blockIdx.z / Cfg::kDvSplits;
-    split = blockIdx.z % Cfg::kDvSplits;
-    if constexpr (Cfg::kVarlen) {
-      q_start = p.cu_seqlens_q[batch];
-      k_start = p.cu_seqlens_k[batch];
-      seqlen_q = p.cu_seqlens_q[batch + 1] - q_start;
-      seqlen_k = p.cu_seqlens_k[batch + 1] - k_start;
-      tma_batch = 0;  // the packed tensors are one batch of total rows
-    } else {
-      q_start = k_start = 0;
-      seqlen_q = p.seqlen_q;
-      seqlen_k = p.seqlen_k;
-      tma_batch = batch;
-    }
-    diag = seqlen_k - seqlen_q;
-    const KeyRange rows = visible_queries<Cfg>(n0, Cfg::kBlockN, seqlen_q, diag);
+  __device__ KeyBlock(const BwdParams& p)
+      : n0(blockIdx.x * Cfg::kBlockN),
+        kv_head(blockIdx.y),
+        batch(blockIdx.z / Cfg::kDvSplits),
+        split(blockIdx.z % Cfg::kDvSplits),
+        seq(sequence_of<Cfg::kVarlen>(p, batch)) {
+    const KeyRange rows = visible_queries<Cfg>(n0, Cfg::kBlockN, seq.seqlen_q, seq.diag);
     tile0 = rows.begin / Cfg::kBlockM;
     tiles = rows.end > rows.begin ? (rows.end + Cfg::kBlockM - 1) / Cfg::kBlockM - tile0 : 0;
     steps = tiles * p.heads_per_kv;
@@ -155,36 +140,32 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const BwdParams& p,
                                         const TmaDesc* tm_do) {
   using L = Sm90BwdDkDvLayout<Cfg>;
   constexpr int kPanelCols = L::kRow / Cfg::Element::kBytes;  // TMA box columns
-  constexpr float kLog2e = 1.4426950408889634f;
+  const Sequence& seq = kb.seq;
   const int lane = threadIdx.x % 32;
   if (lane == 0) {
     mbar_arrive_expect_tx(sm.kv_full(), L::kKBytes + L::kVBytes);
 #pragma unroll 1
     for (int panel = 0; panel < L::kQkPanels; ++panel)
-      tma_load_4d(sm.k() + panel * L::kKPanelBytes, tm_k, panel * kPanelCols, kb.k_start + kb.n0,
-                  kb.kv_head, kb.tma_batch, sm.kv_full());
+      tma_load_4d(sm.k() + panel * L::kKPanelBytes, tm_k, panel * kPanelCols, seq.k_start + kb.n0,
+                  kb.kv_head, seq.tma_batch, sm.kv_full());
 #pragma unroll 1
     for (int panel = 0; panel < L::kVPanels; ++panel)
-      tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * kPanelCols, kb.k_start + kb.n0,
-                  kb.kv_head, kb.tma_batch, sm.kv_full());
+      tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * kPanelCols, seq.k_start + kb.n0,
+                  kb.kv_head, seq.tma_batch, sm.kv_full());
   }
 #pragma unroll 1
   for (int j = 0; j < kb.steps; ++j) {
     const int slot = j % Cfg::kStages;
     mbar_wait(sm.empty(slot), ((j / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
     const int head = kb.head(p, j), m0 = kb.m0(j);
-    // The rows' LSE in the log2 domain and D; a row past the sequence end, or one that saw no
-    // key (LSE -inf), gets LSE +inf so that its P is 0.
-    const long long row_base =
-        Cfg::kVarlen ? static_cast<long long>(head) * p.cu_seqlens_q[p.batch] + kb.q_start
-                     : (static_cast<long long>(kb.batch) * p.heads_q + head) * kb.seqlen_q;
+    // The rows' LSE in the log2 domain and D (0 past the sequence end).
+    const long long row0 = lse_row0<Cfg::kVarlen>(p, seq, kb.batch, head) + m0;
     float* rows = sm.rows(slot);
 #pragma unroll 1
     for (int r = lane; r < Cfg::kBlockM; r += 32) {
-      const bool valid = m0 + r < kb.seqlen_q;
-      const float lse = valid ? p.lse[row_base + m0 + r] : neg_inf();
-      rows[r] = lse == neg_inf() ? -neg_inf() : lse * kLog2e;
-      rows[Cfg::kBlockM + r] = valid ? p.d_rows[row_base + m0 + r] : 0.f;
+      const bool valid = m0 + r < seq.seqlen_q;
+      rows[r] = lse_log2_of_row(p.lse, row0 + r, valid);
+      rows[Cfg::kBlockM + r] = valid ? p.d_rows[row0 + r] : 0.f;
     }
     if (lane != 0) {
       mbar_arrive(sm.full(slot));  // this lane's rows are written
@@ -194,60 +175,11 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const BwdParams& p,
 #pragma unroll 1
     for (int panel = 0; panel < L::kQPanels; ++panel)
       tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * kPanelCols,
-                  kb.q_start + m0, head, kb.tma_batch, sm.full(slot));
+                  seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
 #pragma unroll 1
     for (int panel = 0; panel < L::kDoPanels; ++panel)
       tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * kPanelCols,
-                  kb.q_start + m0, head, kb.tma_batch, sm.full(slot));
-  }
-}
-
-// D^T (keys x queries) = A B^T over `kSteps` k16 steps, A this consumer's 64 rows of K or V,
-// B the slot's Q or dO tile, both K-major: a step advances 32 bytes in a 128-byte panel row,
-// then moves to the next panel.
-template <class Cfg, int kSteps>
-__device__ __forceinline__ void issue_transposed_scores(float (&d)[Cfg::kBlockM / 8][4],
-                                                        u32 a_rows, int a_panel_bytes,
-                                                        u32 b_tile) {
-  using L = Sm90BwdDkDvLayout<Cfg>;
-  constexpr int kStepBytes = Cfg::Element::kMmaK * Cfg::Element::kBytes;
-  constexpr int kStepsPerPanel = L::kRow / kStepBytes;
-#pragma unroll
-  for (int t = 0; t < kSteps; ++t) {
-    const int panel = t / kStepsPerPanel;
-    const u32 in_panel = (t % kStepsPerPanel) * kStepBytes;
-    const u64 a = smem_desc_sw128(a_rows + panel * a_panel_bytes + in_panel, 16, 1024);
-    const u64 b = smem_desc_sw128(b_tile + panel * L::kQPanelBytes + in_panel, 16, 1024);
-    Wgmma<Cfg::kBlockM>::ss(d, a, b, t > 0);
-  }
-}
-
-// acc += X^T B over the tile's query rows: X^T (keys x queries) from registers as k16 steps,
-// B the slot's Q or dO tile read MN-major from column panel `panel0` on (kMmaK rows = 2048
-// bytes a step, panels kQPanelBytes apart).
-template <class Cfg, int kN>
-__device__ __forceinline__ void issue_accumulate(float (&acc)[kN / 8][4],
-                                                 const u32 (&x)[Cfg::kBlockM / 16][4], u32 tile,
-                                                 int panel0) {
-  using L = Sm90BwdDkDvLayout<Cfg>;
-  constexpr int kStepBytes = Cfg::Element::kMmaK * L::kRow;
-  const u32 b0 = tile + panel0 * L::kQPanelBytes;
-#pragma unroll
-  for (int t = 0; t < Cfg::kBlockM / 16; ++t)
-    Wgmma<kN>::rs(acc, x[t], smem_desc_sw128(b0 + t * kStepBytes, L::kQPanelBytes, 1024), true);
-}
-
-// The k16 steps of X^T as wgmma's RS A operand: step t is n8 tiles 2t and 2t+1.
-template <class Cfg>
-__device__ __forceinline__ void pack_steps(u32 (&x)[Cfg::kBlockM / 16][4],
-                                           const float (&s)[Cfg::kBlockM / 8][4]) {
-  using Element = typename Cfg::Element;
-#pragma unroll
-  for (int t = 0; t < Cfg::kBlockM / 16; ++t) {
-    x[t][0] = Element::pack(s[2 * t][0], s[2 * t][1]);
-    x[t][1] = Element::pack(s[2 * t][2], s[2 * t][3]);
-    x[t][2] = Element::pack(s[2 * t + 1][0], s[2 * t + 1][1]);
-    x[t][3] = Element::pack(s[2 * t + 1][2], s[2 * t + 1][3]);
+                  seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
   }
 }
 
@@ -256,7 +188,8 @@ template <class Cfg>
 __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
                                         const KeyBlock<Cfg>& kb, int c) {
   using L = Sm90BwdDkDvLayout<Cfg>;
-  using Storage = typename Cfg::Element::Storage;
+  using Element = typename Cfg::Element;
+  using Storage = typename Element::Storage;
   constexpr int kQT = L::kQTiles, kBM = Cfg::kBlockM;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int key0 = kb.n0 + c * L::kConsumerKeys;  // this warp group's first key
@@ -281,14 +214,16 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
     float s[kQT][4], dp[kQT][4];
     u32 x[kBM / 16][4];
     wgmma_fence();
-    issue_transposed_scores<Cfg, Cfg::kDqkPad / 16>(s, k_rows, L::kKPanelBytes, sm.q(slot));
+    wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16>(s, k_rows, L::kKPanelBytes, sm.q(slot),
+                                             L::kQPanelBytes);
     wgmma_commit();
-    issue_transposed_scores<Cfg, Cfg::kDvPad / 16>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot));
+    wgmma_ss_k_major<kBM, Cfg::kDvPad / 16>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot),
+                                            L::kQPanelBytes);
     wgmma_commit();
     wgmma_wait<1>();  // S^T has landed; dP^T is in flight
 
-    if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seqlen_k, kb.diag))
-      mask_scores_transposed<Cfg>(s, key0 + warp * 16 + lane / 4, m0, kb.diag, lane);
+    if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
+      mask_scores_transposed<Cfg>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
 #pragma unroll
@@ -298,10 +233,11 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
         const int col = t * 8 + (lane % 4) * 2 + e % 2;
         s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
       }
-    pack_steps<Cfg>(x, s);
+    pack_k16_steps<Element>(x, s);
     if (dv_cols > 0) {
       wgmma_fence();
-      issue_accumulate<Cfg, Cfg::kDvSlice>(acc_dv, x, sm.d_o(slot), dv_col0 / 64);
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(
+          acc_dv, x, sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
       wgmma_commit();
     }
     wgmma_wait<1>();  // dP^T has landed; dV's product may still run
@@ -314,9 +250,10 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
           dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
         }
       wgmma_wait<0>();  // dV's product is done with x
-      pack_steps<Cfg>(x, dp);
+      pack_k16_steps<Element>(x, dp);
       wgmma_fence();
-      issue_accumulate<Cfg, Cfg::kDkSlice>(acc_dk, x, sm.q(slot), dk_col0 / 64);
+      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
+          acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
       wgmma_commit();
     }
     wgmma_wait<0>();
@@ -325,19 +262,20 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
 
   // ---- epilogue: every key row of the block is written, zeros for keys no query sees.
   const bool varlen = Cfg::kVarlen;
-  const long long dk_row0 = varlen ? kb.k_start * p.dk_seq_stride : kb.batch * p.dk_batch_stride;
-  const long long dv_row0 = varlen ? kb.k_start * p.dv_seq_stride : kb.batch * p.dv_batch_stride;
+  const Sequence& seq = kb.seq;
+  const long long dk_row0 = varlen ? seq.k_start * p.dk_seq_stride : kb.batch * p.dk_batch_stride;
+  const long long dv_row0 = varlen ? seq.k_start * p.dv_seq_stride : kb.batch * p.dv_batch_stride;
   const int key = key0 + warp * 16;
   if (dk_cols > 0) {
     Storage* dk = static_cast<Storage*>(p.d_k) + dk_row0 + kb.kv_head * p.dk_head_stride +
                   key * p.dk_seq_stride + dk_col0;
-    store_scaled_rows<Cfg>(acc_dk, p.softmax_scale, dk, p.dk_seq_stride, key, kb.seqlen_k,
+    store_scaled_rows<Cfg>(acc_dk, p.softmax_scale, dk, p.dk_seq_stride, key, seq.seqlen_k,
                            dk_cols, lane);
   }
   if (dv_cols > 0) {
     Storage* dv = static_cast<Storage*>(p.d_v) + dv_row0 + kb.kv_head * p.dv_head_stride +
                   key * p.dv_seq_stride + dv_col0;
-    store_scaled_rows<Cfg>(acc_dv, 1.f, dv, p.dv_seq_stride, key, kb.seqlen_k, dv_cols, lane);
+    store_scaled_rows<Cfg>(acc_dv, 1.f, dv, p.dv_seq_stride, key, seq.seqlen_k, dv_cols, lane);
   }
 }
 
@@ -352,7 +290,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc*
   const u32 base = (raw + 1023u) & ~1023u;
   const sm90_bwd::Smem<Cfg> sm{base, smem_raw + (base - raw)};
   const sm90_bwd::KeyBlock<Cfg> kb(p);
-  if (kb.n0 >= kb.seqlen_k) return;  // the whole CTA: these keys do not exist
+  if (kb.n0 >= kb.seq.seqlen_k) return;  // the whole CTA: these keys do not exist
 
   // Read from lane 0 so that ptxas sees a warp-uniform value (see fwd_sm90).
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
@@ -371,10 +309,10 @@ __device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc*
   __syncthreads();
 
   if (warp_group == 0) {
-    regs_release<sm90_bwd::kProducerRegs>();
+    regs_release<ws_regs::kProducer>();
     if (threadIdx.x < 32) sm90_bwd::produce<Cfg>(sm, p, kb, tm_q, tm_k, tm_v, tm_do);
   } else {
-    regs_claim<sm90_bwd::kConsumerRegs>();
+    regs_claim<ws_regs::kConsumer>();
     sm90_bwd::consume<Cfg>(sm, p, kb, warp_group - 1);
   }
 }

@@ -108,6 +108,21 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_sl
 }
 enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
 
+// ---- bwd_dq_sm90: Q and dO of the CTA's 128 rows, then a kStages ring of K and V tiles, in
+// 128-byte panels, the mbarriers (q_full, then full and empty a slot) and the alignment slack.
+// A consumer thread holds half of dQ's columns, block_n / 2 floats each of S and dP and
+// block_n / 4 registers of dS packed to 16 bits.
+FJ_BUDGET constexpr int bwd_dq_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
+                                                 int block_m, int block_n, int stages) {
+  return (panels(dqk_pad, element_bytes) + panels(dv_pad, element_bytes)) * kPanelRowBytes *
+             (block_m + stages * block_n) +
+         bwd_sm90_barrier_bytes(stages) + 1024;
+}
+FJ_BUDGET constexpr int bwd_dq_sm90_consumer_registers(int dq_slice, int block_n) {
+  return dq_slice / 2 + block_n + block_n / 4;
+}
+enum : int { kBwdDqSm90MaxAccumulatorRegisters = 208 };
+
 // ---- bwd_dq_sm80: Q and dO, then a kStages ring of K and V tiles. A thread holds block_n / 2
 // floats each of S and dP and half its dQ columns (192, d256 m64 n64 w4, takes all 255
 // registers before any mask adds its own, hence 176).

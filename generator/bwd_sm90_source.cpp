@@ -1,0 +1,29 @@
+#include "generator/bwd_sm90_source.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "generator/wgmma_emit.h"
+
+namespace flashjit::gen {
+
+std::string bwd_sm90_wgmma_source(const Plan& plan, std::initializer_list<int> shapes) {
+  std::string out = "\n// ---- the wgmma shapes this kernel uses\nnamespace fj {\n";
+  for (int n : std::set<int>(shapes)) out += emit_wgmma(plan.spec.dtype, n);
+  return out + "}  // namespace fj\n";
+}
+
+std::string bwd_sm90_entry(const Plan& plan, const char* function) {
+  return fmt::format(
+      "// 384 threads, and setmaxnreg needs the bound to hold.\n"
+      "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(\n"
+      "    const BwdParams params, const __grid_constant__ fj::TmaDesc tm_q,\n"
+      "    const __grid_constant__ fj::TmaDesc tm_k, const __grid_constant__ fj::TmaDesc tm_v,\n"
+      "    const __grid_constant__ fj::TmaDesc tm_do) {{\n"
+      "  {}<KernelConfig>(params, &tm_q, &tm_k, &tm_v, &tm_do);\n"
+      "}}\n",
+      plan.threads, plan.kernel_name, function);
+}
+
+}  // namespace flashjit::gen

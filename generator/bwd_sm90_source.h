@@ -1,0 +1,17 @@
+// What the backward's two sm90 paths emit alike: their wgmma shapes and an extern "C" entry
+// taking the parameters and the tensor maps of Q, K, V and dO.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "generator/plan.h"
+
+namespace flashjit::gen {
+
+// The Wgmma<N> specialisations for each distinct N of `shapes`.
+std::string bwd_sm90_wgmma_source(const Plan& plan, std::initializer_list<int> shapes);
+// The entry of a 384-thread kernel calling the device function template `function`.
+std::string bwd_sm90_entry(const Plan& plan, const char* function);
+
+}  // namespace flashjit::gen

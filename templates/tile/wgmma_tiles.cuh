@@ -1,0 +1,47 @@
+// Products of whole tiles with wgmma over 128-byte swizzled panels (the layout TMA writes), for
+// 16-bit elements: a k16 step is 32 bytes along a K-major row, or 16 rows (2048 bytes) down an
+// MN-major panel; 64-column panels lie `panel_bytes` apart. The backward's sm90 kernels use them.
+#pragma once
+
+#include "../arch/sm90.cuh"
+
+namespace fj {
+
+// D = A B^T over kSteps k16 steps, A's 64 rows and B's N rows both K-major (D's first step
+// overwrites, the others accumulate).
+template <int N, int kSteps>
+__device__ __forceinline__ void wgmma_ss_k_major(float (&d)[N / 8][4], u32 a, int a_panel_bytes,
+                                                 u32 b, int b_panel_bytes) {
+  constexpr int kStepBytes = 32, kStepsPerPanel = 128 / kStepBytes;
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t) {
+    const int panel = t / kStepsPerPanel;
+    const u32 in_panel = (t % kStepsPerPanel) * kStepBytes;
+    Wgmma<N>::ss(d, smem_desc_sw128(a + panel * a_panel_bytes + in_panel, 16, 1024),
+                 smem_desc_sw128(b + panel * b_panel_bytes + in_panel, 16, 1024), t > 0);
+  }
+}
+
+// D += X B over kSteps k16 steps: X from registers (pack_k16_steps), B's rows the K dimension
+// and its N columns MN-major from panel address b on.
+template <int N, int kSteps>
+__device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[N / 8][4], const u32 (&x)[kSteps][4],
+                                                  u32 b, int b_panel_bytes) {
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t)
+    Wgmma<N>::rs(d, x[t], smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), true);
+}
+
+// An accumulator of kTiles n8 tiles as wgmma's RS A operand: k16 step t is tiles 2t and 2t+1.
+template <class Element, int kTiles>
+__device__ __forceinline__ void pack_k16_steps(u32 (&x)[kTiles / 2][4], const float (&s)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles / 2; ++t) {
+    x[t][0] = Element::pack(s[2 * t][0], s[2 * t][1]);
+    x[t][1] = Element::pack(s[2 * t][2], s[2 * t][3]);
+    x[t][2] = Element::pack(s[2 * t + 1][0], s[2 * t + 1][1]);
+    x[t][3] = Element::pack(s[2 * t + 1][2], s[2 * t + 1][3]);
+  }
+}
+
+}  // namespace fj
