@@ -1,0 +1,65 @@
+"""Where flashjit's backward spends its time: each launch's CUDA time (torch.profiler) for a
+few bf16 16k-token shapes, and the whole backward's TFLOP/s (2.5 x the forward's FLOPs).
+Run on the GPU machine after the library is built:
+
+    python3 bench/backward_kernels.py --lib build/capi/libflashjit_c.so
+
+bench/NOTES.md entry 21 quotes it."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+
+import flashjit_lib as fj  # noqa: E402
+from backward import FlashjitCall  # noqa: E402
+
+SEQLEN = 16384
+SHAPES = [(64, 64, 32), (128, 128, 16), (192, 128, 16), (256, 256, 8)]  # dqk, dv, heads
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lib", default="build/capi/libflashjit_c.so")
+    p.add_argument("--causal", action="store_true")
+    args = p.parse_args()
+    runtime = fj.Runtime(fj.Library(args.lib))
+    for dqk, dv, heads in SHAPES:
+        kernel = runtime.kernel(f"name: split_{dqk}_{dv}\nhead_dim_qk: {dqk}\nhead_dim_v: {dv}\n"
+                                f"dtype: bf16\ncausal: {'true' if args.causal else 'false'}\n")
+        q, k = (torch.randn(1, SEQLEN, heads, dqk, dtype=torch.bfloat16, device="cuda")
+                for _ in range(2))
+        v, d_o = (torch.randn(1, SEQLEN, heads, dv, dtype=torch.bfloat16, device="cuda")
+                  for _ in range(2))
+        call = FlashjitCall(torch, kernel, q, k, v, d_o, 1 / math.sqrt(dqk))
+        call.forward()
+        backward = call.backward()
+        backward()  # the first call may compile
+        torch.cuda.synchronize()
+        runs = 5
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(runs):
+                backward()
+            torch.cuda.synchronize()
+        pairs = SEQLEN * SEQLEN / (2 if args.causal else 1)
+        flops = 2.5 * 2 * pairs * heads * (dqk + dv)
+        total = 0.0
+        for event in prof.key_averages():
+            if event.device_type != torch.autograd.DeviceType.CUDA or not event.count:
+                continue
+            ms = event.device_time_total / runs / 1e3
+            total += ms
+            print(f"d{dqk}/{dv}: {event.key[:72]:72s} {ms:8.3f} ms")
+        print(f"d{dqk}/{dv}: backward {total:.3f} ms, {flops / total / 1e9:.0f} TFLOP/s")
+        kernel.close()
+    runtime.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
