@@ -9,7 +9,8 @@
 // warp-specialised kernel (tensors TMA can load) and, for `all` or a list, also as the sm80
 // kernel that serves the others. A call needing a variant the bundle lacks is an error under
 // RuntimeOptions::require_prebuilt, otherwise a JIT compile. `--backward` adds the
-// backward's kernels (D pre-pass, dK/dV, dQ) for each target and alignment.
+// backward's kernels (D pre-pass, dK/dV, dQ) for each target and alignment, on sm_90a in the
+// same TMA and non-TMA variants as the forward's.
 #include <algorithm>
 #include <future>
 #include <memory>
@@ -145,11 +146,12 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
       }
       if (!options.backward) continue;
       for (int align : alignments_for(spec, options.align))
-        for (gen::Plan& plan :
-             rt::plan_backward(spec, target, {.align_bytes = align, .tma_loadable = false})
-                 .launches)
-          if (names.insert(plan.target + "/" + plan.kernel_name).second)
-            jobs.push_back({file, std::move(plan)});
+        for (bool tma : tma_variants_for(spec, options.align, align))
+          for (gen::Plan& plan :
+               rt::plan_backward(spec, target, {.align_bytes = align, .tma_loadable = tma})
+                   .launches)
+            if (names.insert(plan.target + "/" + plan.kernel_name).second)
+              jobs.push_back({file, std::move(plan)});
     }
   }
   return jobs;

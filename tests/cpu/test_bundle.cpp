@@ -270,6 +270,32 @@ TEST_CASE("flashjit build --backward: the backward's three kernels beside the fo
       CHECK(names.count(plan.kernel_name) == 1);
 }
 
+TEST_CASE("flashjit build --backward on sm_90a: the warp-specialised dK/dV and dQ kernels for "
+          "TMA-loadable tensors, the sm80 ones for the others") {
+  TempDir dir;
+  const std::string bundle_path = (dir.path() / "hd128_bwd.fjb").string();
+  const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/configs/hd128.yaml";
+  std::string out;
+  REQUIRE(run_cli("FLASHJIT_DISABLE_CACHE=1",
+                  "build " + spec + " --arch sm_90a --align 16,8 --backward -o " + bundle_path,
+                  out) == 0);
+  const Bundle bundle = read_bundle(read_file(bundle_path), bundle_path);
+  std::set<std::string> names;
+  for (const Artifact& k : bundle.kernels) names.insert(k.kernel_name);
+  const flashjit::Spec hd128 = flashjit::Spec::from_file(spec);
+  int sm90 = 0;
+  for (const flashjit::gen::CallTraits call :
+       {flashjit::gen::CallTraits{.align_bytes = 16, .tma_loadable = true},
+        flashjit::gen::CallTraits{.align_bytes = 8, .tma_loadable = true},
+        flashjit::gen::CallTraits{.align_bytes = 8, .tma_loadable = false}})
+    for (const auto& plan : flashjit::rt::plan_backward(hd128, "sm_90a", call).launches) {
+      CHECK(names.count(plan.kernel_name) == 1);
+      sm90 += plan.path->id == flashjit::gen::KernelPath::BwdDkDvSm90 ||
+              plan.path->id == flashjit::gen::KernelPath::BwdDqSm90;
+    }
+  CHECK(sm90 == 4);  // dK/dV and dQ for both TMA-loadable alignments
+}
+
 TEST_CASE("flashjit build -o: a device node, a symlink or a folder is refused before any "
           "compile and left as it was") {
   namespace fs = std::filesystem;
