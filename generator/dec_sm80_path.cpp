@@ -13,11 +13,8 @@ namespace {
 
 constexpr int kMaxBlockM = 64;
 
-// Decode serves dense and paged caches with causal and window masks; block masks and varlen
-// batches run the forward.
 bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return is_known_target(target) && spec.mask != MaskKind::BlockSparse &&
-         spec.mask != MaskKind::Pattern && !call.varlen;
+  return is_known_target(target) && decode_serves_mask(spec) && !call.varlen;
 }
 
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {
@@ -32,6 +29,10 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
 std::string entry(const Plan& plan) { return struct_entry(plan, "DecParams", "fj::dec_sm80"); }
 
 }  // namespace
+
+bool decode_serves_mask(const Spec& spec) {
+  return spec.mask != MaskKind::BlockSparse && spec.mask != MaskKind::Pattern;
+}
 
 std::string dec_sm80_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                    const std::string& target) {

@@ -12,6 +12,11 @@ namespace flashjit::gen {
 
 extern const KernelPathInfo kDecSm80Path;
 
+// The masks decode serves, dense and paged caches alike: none, causal and windows. Block masks
+// (and varlen batches) run the forward; the path, the runtime's choice of decode and its KV
+// cache checks all ask this.
+bool decode_serves_mask(const Spec& spec);
+
 // Why `tiles` cannot run the decode kernel on `target` ("" when they can): block_m packed
 // rows in m16 tiles (at most 64), block_n keys a tile split over the warps in k16 steps,
 // the shared memory and the accumulator registers.

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
+#include "generator/dec_sm80_path.h"
 #include "generator/targets.h"
 #include "runtime/call_traits.h"
 #include "runtime/decode_splits.h"
@@ -13,8 +15,7 @@ namespace flashjit::rt {
 namespace {
 
 bool decode_serves(const Spec& spec, const ForwardArgs& args) {
-  return args.cu_seqlens_q == nullptr && spec.mask != MaskKind::BlockSparse &&
-         spec.mask != MaskKind::Pattern;
+  return args.cu_seqlens_q == nullptr && gen::decode_serves_mask(spec);
 }
 
 }  // namespace
@@ -76,9 +77,10 @@ DecParams make_dec_params(const Spec& spec, const ForwardArgs& args, int kv_spli
   params.cache_seqlens = args.cache_seqlens;
   params.block_table = args.block_table;
   params.page_size = args.page_size;
-  params.page_shift = -1;
-  for (int shift = 0; shift < 31; ++shift)
-    if (args.page_size == 1 << shift) params.page_shift = shift;
+  const auto page_size = static_cast<unsigned>(args.page_size);
+  params.page_shift = args.page_size > 0 && std::has_single_bit(page_size)
+                          ? std::countr_zero(page_size)
+                          : -1;
   params.max_pages = args.max_pages;
   params.num_pages = args.num_pages;
   params.kv_splits = kv_splits;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "generator/dec_sm80_path.h"
 #include "generator/element_types.h"
 
 namespace flashjit::rt {
@@ -69,8 +70,7 @@ void check_cache_args(const Spec& spec, const ForwardArgs& a) {
                 fmt::format("forward: kernel {} has decode: never, but the call has a KV cache "
                             "(cache_seqlens or block_table), which only the decode kernels read",
                             spec.name));
-  if (cache && (a.cu_seqlens_q != nullptr || spec.mask == MaskKind::BlockSparse ||
-                spec.mask == MaskKind::Pattern))
+  if (cache && (a.cu_seqlens_q != nullptr || !gen::decode_serves_mask(spec)))
     throw Error(ErrorKind::Usage,
                 fmt::format("forward: a KV cache (cache_seqlens or block_table) is not served "
                             "with {} yet (kernel {})",

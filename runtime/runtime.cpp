@@ -164,13 +164,22 @@ class JitKernel final : public Kernel {
 
   rt::OperationPlan decode_plan(const ForwardArgs& args) const {
     return rt::plan_decode(spec_, target_, rt::decode_call_traits(spec_, args),
-                           gen::dec_sm80_tiles(spec_, target_, rt::decode_packed_rows(args)));
+                           decode_tiles(args));
+  }
+
+  // The split kernel's tiles for the call's packed rows, chosen once a row count: choosing
+  // formats the reason of every tiling it passes over, too slow for a call every token.
+  Tiles decode_tiles(const ForwardArgs& args) const {
+    const int rows = rt::decode_packed_rows(args);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto found = decode_tiles_.find(rows); found != decode_tiles_.end()) return found->second;
+    return decode_tiles_.emplace(rows, gen::dec_sm80_tiles(spec_, target_, rows)).first->second;
   }
 
   // A decode call: the split kernel over kv_splits splits of the keys, then, when there are
   // several, the combine of their partial outputs.
   void decode(const ForwardArgs& args, void* stream) {
-    const Tiles tiles = gen::dec_sm80_tiles(spec_, target_, rt::decode_packed_rows(args));
+    const Tiles tiles = decode_tiles(args);
     const LoadedOperation& op =
         operation_for(gen::Operation::Decode, rt::decode_call_traits(spec_, args), tiles);
     const gen::Plan& split_plan = op.plan.launches[0];
@@ -296,12 +305,13 @@ class JitKernel final : public Kernel {
   const DeviceInfo device_;
   const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  // Guards operations_, variants_, tiles_by_bucket_, decode_said_ and tile_counters_: forward() may run
-  // on several threads.
+  // Guards operations_, variants_, tiles_by_bucket_, decode_tiles_, decode_said_ and
+  // tile_counters_: forward() may run on several threads.
   mutable std::mutex mutex_;
   std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
+  mutable std::map<int, Tiles> decode_tiles_;  // by packed rows
   std::set<std::string> decode_said_;  // FLASHJIT_VERBOSE's decode lines, each said once
   rt::TileCounters tile_counters_{ordinal_};
 };
@@ -385,7 +395,7 @@ std::vector<CompileReport> Runtime::compile_backward(const Spec& spec, const std
 std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::string& target) {
   spec.validate();
   std::vector<gen::Plan> plans;
-  const bool decode_serves = spec.mask != MaskKind::BlockSparse && spec.mask != MaskKind::Pattern;
+  const bool decode_serves = gen::decode_serves_mask(spec);
   for (bool paged : {false, true}) {
     if (!decode_serves) break;
     const gen::CallTraits call{.tma_loadable = false, .paged = paged};

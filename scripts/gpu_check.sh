@@ -60,8 +60,10 @@ autograd_check() {
 }
 
 # compute-sanitizer's three tools over a small call of every kernel path: the sm90 and sm80
-# forwards (warp specialisation on and off) and the backward's three launches, each tool
-# failing the step on any finding.
+# forwards (warp specialisation on and off), the backward's launches on both paths (ws: the
+# sm90 dK/dV and dQ kernels; sm80 and bsparse: the sm80 ones) and decode (one query row
+# against 4000 keys: the split kernel and the combine), each tool failing the step on any
+# finding.
 sanitize_paths() {
   local spec_dir rc=0
   spec_dir=$(mktemp -d)
@@ -79,6 +81,10 @@ sanitize_paths() {
           --seqlen-k 333 --iters 0 || rc=1
       done
     done
+    echo "-- $tool ws decode"
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$build/flashjit" run \
+      "$spec_dir/ws.yaml" --batch 2 --heads 8 --heads-kv 2 --seqlen-q 1 --seqlen-k 4000 \
+      --iters 0 || rc=1
   done
   rm -rf "$spec_dir"
   return $rc

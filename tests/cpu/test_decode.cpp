@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 
 #include "generator/dec_sm80_path.h"
 #include "generator/plan.h"
@@ -146,6 +147,16 @@ TEST_CASE("decode: scratch holds the partial O and LSE of every split, none for 
   CHECK(scratch[0].bytes == rows * 72 * sizeof(float));
   CHECK(scratch[1].bytes == rows * sizeof(float));
   CHECK(workspace_bytes(scratch) == (rows * 72 * 4 + 255) / 256 * 256 + (rows * 4 + 255) / 256 * 256);
+}
+
+TEST_CASE("decode: power-of-two page sizes pass their shift to the kernel, others -1") {
+  const Spec spec = spec_of(128, 128);
+  for (const auto& [page_size, shift] :
+       {std::pair{1, 0}, std::pair{16, 4}, std::pair{256, 8}, std::pair{48, -1}, std::pair{3, -1}}) {
+    ForwardArgs args = decode_args(spec, 2, 8, 2, 1, 4096);
+    args.page_size = page_size;
+    CHECK(make_dec_params(spec, args, 1, nullptr).page_shift == shift);
+  }
 }
 
 TEST_CASE("decode: the grid covers packed rows of every KV head, times batch and splits") {
