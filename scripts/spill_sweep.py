@@ -78,10 +78,12 @@ def grid(head_dims, masks=MASKS, dtypes=DTYPES, targets=TARGETS):
 
 def sample(count, seed, kernels):
     """The regressions, each corner head dim once (in a random combination of mask, dtype
-    and target), then random kernels of `kernels`, `count` in all (at least the first two)."""
+    and target), then random kernels of `kernels`, `count` in all (at least the first two);
+    all of them within the masks, dtypes and targets that `kernels` has."""
     rng = random.Random(seed)
-    combos = [(m, t, a) for m in MASKS for t in DTYPES for a in TARGETS]
-    chosen = set(REGRESSIONS)
+    present = {(m, t, a) for _, _, m, t, a in kernels}
+    combos = [(m, t, a) for m in MASKS for t in DTYPES for a in TARGETS if (m, t, a) in present]
+    chosen = {r for r in REGRESSIONS if r[2:] in present}
     chosen |= {(d, d, *rng.choice(combos)) for d in CORNER_HEAD_DIMS}
     rest = sorted(set(kernels) - chosen)
     chosen |= set(rng.sample(rest, max(0, count - len(chosen))))
