@@ -89,14 +89,15 @@ struct Spec {
   int window_left = 0;   // mask: {sliding_window: {left, right}}; 0 otherwise
   int window_right = 0;  // 0 with causal (causal already hides every key right of d)
   Arch arch = Arch::Auto;
-  // hopper.warp_specialization: on sm_90a, the warp-specialised TMA + wgmma kernel (for
-  // 16-byte aligned tensors; other calls run the sm80 kernel); false keeps the sm80 kernel.
-  // Other targets always run the sm80 kernel.
+  // hopper.warp_specialization: on sm_90a, the warp-specialised TMA + wgmma kernels, forward
+  // and backward (for 16-byte aligned tensors; other calls run the sm80 kernels); false keeps
+  // the sm80 kernels. Other targets always run the sm80 kernels.
   bool warp_specialization = true;
   // backward.deterministic: Kernel::backward must give bitwise-identical dQ, dK, dV on every
   // run and stream. false lets a path trade that for speed (dQ summed with atomics); today's
-  // backward is deterministic either way: its separate dQ kernel measured faster on an H200
-  // than dQ added up with atomics in the dK/dV kernel (bench/NOTES.md, entry 18).
+  // backward is deterministic either way: its separate dQ kernel (sm80) measured faster on an
+  // H200 than dQ added up with atomics in the dK/dV kernel (bench/NOTES.md, entry 18), and
+  // the sm90 kernels have the same structure.
   bool deterministic = false;
   DecodeMode decode = DecodeMode::Auto;  // decode: auto | always | never
   Tiles tiles;                       // auto unless given
