@@ -4,11 +4,14 @@
 
 #include <string>
 
+#include "generator/bwd_dkdv_sm90_path.h"
+#include "generator/bwd_dq_sm90_path.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
 #include "generator/plan.h"
 #include "generator/wgmma_emit.h"
 #include "runtime/call_traits.h"
+#include "runtime/operation.h"
 #include "tests/cpu/runtime_test_support.h"
 
 namespace flashjit::gen {
@@ -169,6 +172,82 @@ TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {
   CHECK(emit_wgmma(DType::F16, 8).find("m64n8k16.f32.f16.f16") != std::string::npos);
   CHECK_THROWS_AS(emit_wgmma(DType::BF16, 12), Error);
   CHECK_THROWS_AS(emit_wgmma(DType::BF16, 264), Error);
+}
+
+}  // namespace flashjit::gen
+
+namespace flashjit::gen {
+
+TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head dim 256, and "
+          "split dK/dV columns in 64-column panels where registers run short") {
+  const rt::OperationPlan d128 = rt::plan_backward(spec_of(128, 128), "sm_90a", {});
+  CHECK(d128.launches[1].path->id == KernelPath::BwdDkDvSm90);
+  CHECK(d128.launches[2].path->id == KernelPath::BwdDqSm90);
+  CHECK(d128.launches[1].threads == 384);
+  CHECK(d128.launches[1].dv_splits == 1);
+  CHECK(d128.launches[1].tiles.block_m == 64);
+  CHECK(d128.launches[1].kernel_name == "fa_bwd_dkdv_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
+
+  // d136: dK and dV whole beside a 32-row query tile; d192: two CTAs of 128 columns each.
+  const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
+  CHECK(d136.dv_splits == 1);
+  CHECK(d136.tiles.block_m == 32);
+  const Plan d192 = rt::plan_backward(spec_of(192, 192), "sm_90a", {}).launches[1];
+  CHECK(d192.dv_splits == 2);
+  CHECK(d192.dk_slice == 128);
+  CHECK(d192.dv_slice == 128);
+
+  // Past 256, block masks, calls TMA cannot load and warp_specialization: false take sm80.
+  for (const Spec& s : {spec_of(320, 320), spec_of(128, 512)})
+    CHECK(rt::plan_backward(s, "sm_90a", {}).launches[1].path->id == KernelPath::BwdDkDvSm80);
+  Spec block_sparse = spec_of(128, 128);
+  block_sparse.mask = MaskKind::BlockSparse;
+  block_sparse.block_q = block_sparse.block_k = 128;
+  Spec sm80 = spec_of(128, 128);
+  sm80.warp_specialization = false;
+  for (const Spec& s : {block_sparse, sm80}) {
+    const rt::OperationPlan op = rt::plan_backward(s, "sm_90a", {});
+    CHECK(op.launches[1].path->id == KernelPath::BwdDkDvSm80);
+    CHECK(op.launches[2].path->id == KernelPath::BwdDqSm80);
+  }
+  const rt::OperationPlan untma =
+      rt::plan_backward(spec_of(128, 128), "sm_90a", {.align_bytes = 8, .tma_loadable = false});
+  CHECK(untma.launches[1].path->id == KernelPath::BwdDkDvSm80);
+  CHECK(untma.launches[2].path->id == KernelPath::BwdDqSm80);
+  CHECK(rt::plan_backward(spec_of(128, 128), "sm_80", {}).launches[1].path->id ==
+        KernelPath::BwdDkDvSm80);
+}
+
+TEST_CASE("plan: the backward's TMA traits need dO's rows 16-byte aligned too") {
+  const Spec spec = spec_of(128, 128);
+  ForwardArgs f = ForwardArgs::contiguous(spec, 2, 8, 2, 300, 300);
+  f.q = f.k = f.v = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  f.o = reinterpret_cast<void*>(uintptr_t{1} << 21);
+  BackwardArgs a;
+  a.forward = f;
+  a.d_o = reinterpret_cast<const void*>(uintptr_t{1} << 22);
+  a.d_o_stride = f.o_stride;
+  CHECK(rt::backward_tma_loadable(spec, a));
+  a.d_o = reinterpret_cast<const void*>((uintptr_t{1} << 22) + 8);
+  CHECK_FALSE(rt::backward_tma_loadable(spec, a));
+}
+
+TEST_CASE("plan: the backward's sm90 tiles are checked with reasons") {
+  const PaddedDims d128 = padded_dims(spec_of(128, 128));
+  CHECK(bwd_dkdv_sm90_tiles_problem(d128, {64, 128, 12, 2}, "sm_90a").empty());
+  CHECK(bwd_dkdv_sm90_tiles_problem(d128, {64, 64, 12, 2}, "sm_90a").find("block_n 128") !=
+        std::string::npos);
+  CHECK(bwd_dkdv_sm90_tiles_problem(d128, {48, 128, 12, 2}, "sm_90a").find("32 or 64") !=
+        std::string::npos);
+  CHECK(bwd_dkdv_sm90_tiles_problem(padded_dims(spec_of(320, 320)), {32, 128, 12, 1}, "sm_90a")
+            .find("past 256") != std::string::npos);
+  CHECK(bwd_dq_sm90_tiles_problem(d128, {128, 96, 12, 2}, "sm_90a").empty());
+  CHECK(bwd_dq_sm90_tiles_problem(d128, {128, 128, 12, 2}, "sm_90a").find("registers") !=
+        std::string::npos);
+  CHECK(bwd_dq_sm90_tiles_problem(d128, {64, 96, 12, 2}, "sm_90a").find("block_m 128") !=
+        std::string::npos);
+  CHECK(bwd_dq_sm90_tiles_problem(padded_dims(spec_of(256, 256)), {128, 64, 12, 2}, "sm_90a")
+            .find("shared memory") != std::string::npos);
 }
 
 }  // namespace flashjit::gen
