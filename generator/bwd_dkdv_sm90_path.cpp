@@ -17,26 +17,102 @@ constexpr Tiles kPreferred[] = {
     {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
     {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
 };
+// The dQ variant's: its dS^T tile is 64 queries wide (dQ's wgmma M), with two ring slots
+// (bench/NOTES.md entry 22: with one, or with split columns, it ran slower than the two
+// deterministic kernels).
+constexpr Tiles kPreferredWithDq[] = {
+    {64, kBwdSm90BlockN, kBwdSm90Warps, 2},
+};
+
+// The columns a CTA holds: all of dK and dV while a consumer's registers hold them beside
+// S^T and dP^T of `block_m` query rows; wider heads split into 64-column panels of at most
+// 256 columns of both together.
+ColumnSplit column_split_for(const PaddedDims& dims, int block_m) {
+  const int whole = fj::budget::bwd_dkdv_sm90_consumer_registers(dims.d_qk_pad, dims.d_v_pad, block_m);
+  if (whole <= fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters) return whole_columns(dims);
+  const int splits = ceil_div(dims.d_qk_pad + dims.d_v_pad, 256);
+  return {.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 64),
+          .dv_slice = round_up(ceil_div(dims.d_v_pad, splits), 64),
+          .splits = splits};
+}
 
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
   return fj::budget::bwd_dkdv_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
                                                 split.dk_slice, split.dv_slice, split.splits,
-                                                t.block_m, t.block_n, t.stages);
+                                                t.block_m, t.block_n, t.stages, 0);
 }
 
-bool some_tiles_fit(const PaddedDims& dims, const std::string& target) {
-  for (const Tiles& t : kPreferred)
-    if (bwd_dkdv_sm90_tiles_problem(dims, t, target).empty()) return true;
-  return false;
+int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
+  const ColumnSplit split = bwd_dkdv_dq_sm90_column_split(dims);
+  return fj::budget::bwd_dkdv_sm90_shared_bytes(
+      dims.element_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
+      split.splits, t.block_m, t.block_n, t.stages,
+      fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m, t.block_n));
+}
+
+// The rules both variants share, for the column split `split`.
+std::string common_tiles_problem(const PaddedDims& dims, const Tiles& t, const ColumnSplit& split) {
+  if (t.block_n != kBwdSm90BlockN || t.warps != kBwdSm90Warps)
+    return fmt::format("the warp-specialised dK/dV kernel runs block_n {} with {} warps (a "
+                       "producer and two consumer warp groups), not block_n {} with {}",
+                       kBwdSm90BlockN, kBwdSm90Warps, t.block_n, t.warps);
+  if (t.stages != 1 && t.stages != 2)
+    return fmt::format("stages {}: the dK/dV kernel's ring has one or two slots", t.stages);
+  if (std::string past = bwd_sm90_head_dims_problem(dims); !past.empty()) return past;
+  if (split.dk_slice > 256 || split.dv_slice > 256)
+    return fmt::format("dK/dV slices {}/{} exceed the wgmma N of 256", split.dk_slice,
+                       split.dv_slice);
+  const int registers =
+      fj::budget::bwd_dkdv_sm90_consumer_registers(split.dk_slice, split.dv_slice, t.block_m);
+  if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
+    return fmt::format("{} accumulator registers a consumer thread (more than {} spills)",
+                       registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
+  return "";
+}
+
+std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
+                                  const std::string& target) {
+  if (t.block_m != 64)
+    return fmt::format("block_m {} must be 64 (the dQ variant's dS^T tile is dQ's wgmma M)",
+                       t.block_m);
+  if (t.stages != 2)
+    return fmt::format("stages {}: the dQ variant's ring has two slots", t.stages);
+  const ColumnSplit split = bwd_dkdv_dq_sm90_column_split(dims);
+  if (split.splits > 1)
+    return fmt::format("head dims {}/{} (padded) split the dK/dV columns, and each split would "
+                       "recompute S^T and dP^T for its dQ share: the deterministic kernels serve",
+                       dims.d_qk_pad, dims.d_v_pad);
+  if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
+  // dQ's accumulator takes the registers S^T and dP^T held.
+  const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(split.dk_slice);
+  const int dq_cols = std::max(dq_cols0, split.dk_slice - dq_cols0);
+  if (dq_cols / 2 > t.block_m)
+    return fmt::format("a consumer's {} dQ columns take more registers than S^T and dP^T free",
+                       dq_cols);
+  return shared_memory_problem(shared_bytes_with_dq(dims, t), target);
 }
 
 // sm_90a, hopper.warp_specialization, tensors TMA can load, no block mask (its transposed walk
-// is the sm80 kernel's), and dims some tiles hold.
-bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
+// is the sm80 kernel's).
+bool serves_calls(const Spec& spec, const std::string& target, const CallTraits& call) {
   return target == "sm_90a" && spec.warp_specialization && spec.arch != Arch::Sm80 &&
-         call.tma_loadable && (spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow) &&
-         some_tiles_fit(padded_dims(spec), target);
+         call.tma_loadable && (spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow);
+}
+
+// Those calls at dims some tiles hold.
+bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
+  return serves_calls(spec, target, call) &&
+         some_tiles_fit(kPreferred, padded_dims(spec), target, bwd_dkdv_sm90_tiles_problem);
+}
+
+// The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
+// a sum of reductions in whatever order the CTAs reach them), and without cu_seqlens: its
+// varlen kernel failed the GPU test before the key mask covered keys past a sequence's end,
+// and has not run on the GPU since (bench/NOTES.md entry 22).
+bool serves_with_dq(const Spec& spec, const std::string& target, const CallTraits& call) {
+  return !spec.deterministic && !call.varlen && serves_calls(spec, target, call) &&
+         some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq);
 }
 
 Tiles default_tiles(const Spec& spec, const std::string& target) {
@@ -44,8 +120,17 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
                              "sm90 dK/dV");
 }
 
+Tiles default_tiles_with_dq(const Spec& spec, const std::string& target) {
+  return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_with_dq,
+                             "sm90 dK/dV/dQ");
+}
+
 std::vector<Tiles> tuning_grid(const Spec&) {
   return {std::begin(kPreferred), std::end(kPreferred)};
+}
+
+std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
+  return {std::begin(kPreferredWithDq), std::end(kPreferredWithDq)};
 }
 
 std::string ws_tiles_label(const Tiles& t) {
@@ -56,41 +141,32 @@ std::string extra_source(const Plan& plan) {
   return bwd_sm90_wgmma_source(plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice});
 }
 
+// Adds the two consumers' dQ product widths.
+std::string extra_source_with_dq(const Plan& plan) {
+  const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(plan.dk_slice);
+  return bwd_sm90_wgmma_source(
+      plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice, dq_cols0, plan.dk_slice - dq_cols0});
+}
+
 std::string entry(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_sm90"); }
+std::string entry_with_dq(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_dq_sm90"); }
 
 }  // namespace
 
+ColumnSplit bwd_dkdv_dq_sm90_column_split(const PaddedDims& dims) {
+  return column_split_for(dims, kPreferredWithDq[0].block_m);
+}
+
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims) {
-  const int whole = fj::budget::bwd_dkdv_sm90_consumer_registers(dims.d_qk_pad, dims.d_v_pad, 32);
-  if (whole <= fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters) return whole_columns(dims);
-  const int splits = ceil_div(dims.d_qk_pad + dims.d_v_pad, 256);
-  return {.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 64),
-          .dv_slice = round_up(ceil_div(dims.d_v_pad, splits), 64),
-          .splits = splits};
+  return column_split_for(dims, 32);
 }
 
 std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                         const std::string& target) {
-  if (t.block_n != kBwdSm90BlockN || t.warps != kBwdSm90Warps)
-    return fmt::format("the warp-specialised dK/dV kernel runs block_n {} with {} warps (a "
-                       "producer and two consumer warp groups), not block_n {} with {}",
-                       kBwdSm90BlockN, kBwdSm90Warps, t.block_n, t.warps);
   if (t.block_m != 32 && t.block_m != 64)
     return fmt::format("block_m {} must be 32 or 64 (the wgmma N of S^T)", t.block_m);
-  if (t.stages != 1 && t.stages != 2)
-    return fmt::format("stages {}: the dK/dV kernel's ring has one or two slots", t.stages);
-  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
-    return fmt::format("head dims {}/{} (padded): past 256 the sm80 kernel serves",
-                       dims.d_qk_pad, dims.d_v_pad);
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
-  if (split.dk_slice > 256 || split.dv_slice > 256)
-    return fmt::format("dK/dV slices {}/{} exceed the wgmma N of 256", split.dk_slice,
-                       split.dv_slice);
-  const int registers =
-      fj::budget::bwd_dkdv_sm90_consumer_registers(split.dk_slice, split.dv_slice, t.block_m);
-  if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
-    return fmt::format("{} accumulator registers a consumer thread (more than {} spills)",
-                       registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
+  if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
   return shared_memory_problem(shared_bytes(dims, t), target);
 }
 
@@ -116,6 +192,31 @@ const KernelPathInfo kBwdDkDvSm90Path = {
     .tiles_label = ws_tiles_label,
     .extra_source = extra_source,
     .entry = entry,
+};
+
+const KernelPathInfo kBwdDkDvDqSm90Path = {
+    .id = KernelPath::BwdDkDvDqSm90,
+    .name = "bwd_dkdv_dq_sm90",
+    .label = "sm90",
+    .kernel_prefix = "fa_bwd_dkdvdq",
+    .step = Step::BwdDkDv,
+    .template_file = "kernels/bwd_dkdv_sm90.cuh",
+    .layout = "fj::Sm90BwdDkDvDqLayout",
+    .persistent_grid = false,
+    .tma_loads = true,
+    .grid_over = GridOver::KeyRows,
+    .serves = serves_with_dq,
+    .default_tiles = default_tiles_with_dq,
+    .tiles_problem = tiles_problem_with_dq,
+    .tiles_in_mask_blocks = false,
+    .column_split = bwd_dkdv_dq_sm90_column_split,
+    .shared_bytes = shared_bytes_with_dq,
+    .tuning_grid = tuning_grid_with_dq,
+    .tuning_problem = no_tuning_problem,
+    .tiles_label = ws_tiles_label,
+    .extra_source = extra_source_with_dq,
+    .entry = entry_with_dq,
+    .accumulates_dq = true,
 };
 
 }  // namespace flashjit::gen

@@ -1,6 +1,9 @@
-// The bwd_dkdv_sm90 path: the backward's dK/dV kernel for sm_90a, warp-specialised with TMA,
-// an mbarrier ring and wgmma (templates/kernels/bwd_dkdv_sm90.cuh), deterministic, for calls
-// TMA can load without a block mask; the others take bwd_dkdv_sm80.
+// The bwd_dkdv_sm90 paths: the backward's dK/dV kernel for sm_90a, warp-specialised with TMA,
+// an mbarrier ring and wgmma (templates/kernels/bwd_dkdv_sm90.cuh), for calls TMA can load
+// without a block mask; the others take bwd_dkdv_sm80. Two variants of the kernel:
+//   bwd_dkdv_dq_sm90  also accumulates dQ (fp32 reductions in global memory, so not
+//                     deterministic); bwd_dq_convert then writes dQ. Preferred.
+//   bwd_dkdv_sm90     dK and dV only, deterministic; bwd_dq_sm90 computes dQ.
 #pragma once
 
 #include <string>
@@ -10,6 +13,7 @@
 
 namespace flashjit::gen {
 
+extern const KernelPathInfo kBwdDkDvDqSm90Path;
 extern const KernelPathInfo kBwdDkDvSm90Path;
 
 // 128 keys a CTA (two consumer warp groups of 64) and 12 warps (a producer warp group and
@@ -17,10 +21,13 @@ extern const KernelPathInfo kBwdDkDvSm90Path;
 inline constexpr int kBwdSm90BlockN = 128;
 inline constexpr int kBwdSm90Warps = 12;
 
-// The columns a CTA holds: all of dK and dV while a consumer's registers hold them beside
-// S^T and dP^T of a 32-row query tile; wider heads split into 64-column panels of at most
-// 256 columns of both together.
+// The deterministic variant's columns a CTA holds: all of dK and dV while a consumer's
+// registers hold them beside S^T and dP^T of a 32-row query tile; wider heads split into
+// 64-column panels of at most 256 columns of both together. (The dQ variant's threshold is
+// its 64-row tile.)
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims);
+// The dQ variant's: the same rule at its 64-row tile. bwd_dq_convert reads dq_accum by it.
+ColumnSplit bwd_dkdv_dq_sm90_column_split(const PaddedDims& dims);
 std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
                                         const std::string& target);
 

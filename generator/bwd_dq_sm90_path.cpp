@@ -26,11 +26,8 @@ int shared_bytes(const PaddedDims& dims, const Tiles& t) {
 // The dK/dV path's calls: the backward's two sm90 kernels serve the same calls, and a spec
 // takes both or neither.
 bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
-  if (!kBwdDkDvSm90Path.serves(spec, target, call)) return false;
-  const PaddedDims dims = padded_dims(spec);
-  for (const Tiles& t : kPreferred)
-    if (bwd_dq_sm90_tiles_problem(dims, t, target).empty()) return true;
-  return false;
+  return kBwdDkDvSm90Path.serves(spec, target, call) &&
+         some_tiles_fit(kPreferred, padded_dims(spec), target, bwd_dq_sm90_tiles_problem);
 }
 
 Tiles default_tiles(const Spec& spec, const std::string& target) {
@@ -62,9 +59,7 @@ std::string bwd_dq_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
                        t.block_n);
   if (t.stages < 1 || t.stages > 2)
     return fmt::format("stages {}: the dQ kernel's ring has one or two slots", t.stages);
-  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
-    return fmt::format("head dims {}/{} (padded): past 256 the sm80 kernel serves",
-                       dims.d_qk_pad, dims.d_v_pad);
+  if (std::string past = bwd_sm90_head_dims_problem(dims); !past.empty()) return past;
   const int registers = fj::budget::bwd_dq_sm90_consumer_registers(dims.d_qk_pad, t.block_n);
   if (registers > fj::budget::kBwdDqSm90MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a consumer thread (more than {} spills)",

@@ -26,4 +26,10 @@ std::string bwd_sm90_entry(const Plan& plan, const char* function) {
       plan.threads, plan.kernel_name, function);
 }
 
+std::string bwd_sm90_head_dims_problem(const PaddedDims& dims) {
+  if (dims.d_qk_pad <= 256 && dims.d_v_pad <= 256) return "";
+  return fmt::format("head dims {}/{} (padded): past 256 the sm80 kernel serves", dims.d_qk_pad,
+                     dims.d_v_pad);
+}
+
 }  // namespace flashjit::gen

@@ -1,5 +1,5 @@
-// What the backward's two sm90 paths emit alike: their wgmma shapes and an extern "C" entry
-// taking the parameters and the tensor maps of Q, K, V and dO.
+// What the backward's sm90 paths share: their wgmma shapes and an extern "C" entry taking the
+// parameters and the tensor maps of Q, K, V and dO, and the head dims they serve.
 #pragma once
 
 #include <initializer_list>
@@ -13,5 +13,8 @@ namespace flashjit::gen {
 std::string bwd_sm90_wgmma_source(const Plan& plan, std::initializer_list<int> shapes);
 // The entry of a 384-thread kernel calling the device function template `function`.
 std::string bwd_sm90_entry(const Plan& plan, const char* function);
+// Why the sm90 backward kernels cannot take these head dims ("" when they can): past 256
+// (padded) the sm80 kernels serve.
+std::string bwd_sm90_head_dims_problem(const PaddedDims& dims);
 
 }  // namespace flashjit::gen

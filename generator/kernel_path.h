@@ -18,7 +18,8 @@ struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
 enum class KernelPath {
-  FwdSm90, FwdSm80, BwdPre, BwdDkDvSm90, BwdDkDvSm80, BwdDqSm90, BwdDqSm80, DecSm80, DecCombine, Merge
+  FwdSm90, FwdSm80, BwdPre, BwdDkDvDqSm90, BwdDkDvSm90, BwdDkDvSm80, BwdDqConvert, BwdDqSm90,
+  BwdDqSm80, DecSm80, DecCombine, Merge
 };
 
 // What the runtime runs for a public call; each is a list of launches of paths.
@@ -26,7 +27,8 @@ enum class Operation { Forward, Backward, Decode, Merge };
 const char* to_string(Operation operation);  // "forward" | "backward" | "decode" | "merge"
 
 // One launch of an operation, which a path serves: the forward is one step; the backward is
-// D = rowsum(dO * O), then dK/dV and dQ; decode is the split kernel, then (when the keys were
+// D = rowsum(dO * O), then dK/dV and dQ (or dK/dV with dQ accumulated, then dQ's conversion
+// from the accumulator); decode is the split kernel, then (when the keys were
 // split) the combine of the partial outputs; the merge of two results is one step.
 enum class Step { Forward, BwdPre, BwdDkDv, BwdDq, DecSplit, DecCombine, Merge };
 // "forward" | "bwd_pre" | "bwd_dkdv" | "bwd_dq" | "dec_split" | "dec_combine" | "merge"
@@ -96,6 +98,9 @@ struct KernelPathInfo {
   // layout checks.
   std::string (*extra_source)(const Plan& plan);
   std::string (*entry)(const Plan& plan);
+  // It adds dQ into the backward's fp32 dq_accum scratch, which bwd_pre zeroes and the
+  // BwdDqConvert path's launch turns into dQ.
+  bool accumulates_dq = false;
 };
 
 // Pieces several paths' descriptors share.
@@ -115,6 +120,10 @@ std::string warps_label(const Tiles& tiles);
 // The extern "C" entry of a kernel that takes one parameter struct: `params_type` by value,
 // passed to the device function template `function`<KernelConfig>.
 std::string struct_entry(const Plan& plan, const char* params_type, const char* function);
+// Does `problem` accept any of `preferred` on `target` (a path's serves(): dims its tiles hold)?
+bool some_tiles_fit(std::span<const Tiles> preferred, const PaddedDims& dims,
+                    const std::string& target,
+                    std::string (*problem)(const PaddedDims&, const Tiles&, const std::string&));
 // The first of `preferred` that `problem` accepts on `target` and whose tiles lie inside the
 // spec's mask blocks; Error(Usage) "no <kernel> tile configuration fits ..." when none does.
 Tiles first_fitting_tiles(std::span<const Tiles> preferred, const Spec& spec,

@@ -2,6 +2,7 @@
 
 #include "generator/bwd_dkdv_sm80_path.h"
 #include "generator/bwd_dkdv_sm90_path.h"
+#include "generator/bwd_dq_convert_path.h"
 #include "generator/bwd_dq_sm80_path.h"
 #include "generator/bwd_dq_sm90_path.h"
 #include "generator/bwd_pre_path.h"
@@ -19,8 +20,9 @@ namespace {
 
 // In the order of preference: a call takes the first path that serves it.
 constexpr const KernelPathInfo* kPaths[] = {
-    &kFwdSm90Path,   &kFwdSm80Path,   &kBwdPrePath,  &kBwdDkDvSm90Path, &kBwdDkDvSm80Path,
-    &kBwdDqSm90Path, &kBwdDqSm80Path, &kDecSm80Path, &kDecCombinePath,  &kMergePath};
+    &kFwdSm90Path,     &kFwdSm80Path,     &kBwdPrePath,    &kBwdDkDvDqSm90Path,
+    &kBwdDkDvSm90Path, &kBwdDkDvSm80Path, &kBwdDqConvertPath, &kBwdDqSm90Path,
+    &kBwdDqSm80Path,   &kDecSm80Path,     &kDecCombinePath, &kMergePath};
 
 }  // namespace
 
@@ -92,6 +94,14 @@ std::string struct_entry(const Plan& plan, const char* params_type, const char* 
       "  {}<KernelConfig>(params);\n"
       "}}\n",
       plan.threads, plan.kernel_name, params_type, function);
+}
+
+bool some_tiles_fit(std::span<const Tiles> preferred, const PaddedDims& dims,
+                    const std::string& target,
+                    std::string (*problem)(const PaddedDims&, const Tiles&, const std::string&)) {
+  for (const Tiles& t : preferred)
+    if (problem(dims, t, target).empty()) return true;
+  return false;
 }
 
 Tiles first_fitting_tiles(std::span<const Tiles> preferred, const Spec& spec,

@@ -21,6 +21,24 @@ std::string accumulator_operands(int n) {
   return out;
 }
 
+// The SS member `name`: A and B from shared memory, both K-major (trans 0) or both MN-major
+// (trans 1). The scale-d predicate: false overwrites D (a product's first k step), true
+// accumulates.
+std::string ss_member(const char* name, int trans, int n, const std::string& shape) {
+  const int acc = n / 2;
+  return fmt::format(
+      "  static __device__ __forceinline__ void {name}(float (&d)[{tiles}][4], u64 a, u64 b, bool accumulate) {{\n"
+      "    asm volatile(\"{{\\n.reg .pred acc;\\nsetp.ne.b32 acc, %{flag}, 0;\\n\"\n"
+      "                 \"wgmma.mma_async.sync.aligned.{shape} {d_regs}, %{a}, %{b}, acc, 1, 1, {trans}, {trans};\\n}}\\n\"\n"
+      "                 : {operands}\n"
+      "                 : \"l\"(a), \"l\"(b), \"r\"(static_cast<int>(accumulate)));\n"
+      "  }}\n",
+      fmt::arg("name", name), fmt::arg("tiles", n / 8), fmt::arg("shape", shape),
+      fmt::arg("d_regs", register_list(0, acc)), fmt::arg("a", acc), fmt::arg("b", acc + 1),
+      fmt::arg("flag", acc + 2), fmt::arg("operands", accumulator_operands(n)),
+      fmt::arg("trans", trans));
+}
+
 }  // namespace
 
 std::string emit_wgmma(DType dtype, int n) {
@@ -29,17 +47,10 @@ std::string emit_wgmma(DType dtype, int n) {
   const char* type = dtype == DType::BF16 ? "bf16" : "f16";
   const int acc = n / 2;  // fp32 accumulators a thread
   const std::string shape = fmt::format("m64n{}k16.f32.{}.{}", n, type, type);
-  const std::string operands = accumulator_operands(n);
-  // The scale-d predicate: false overwrites D (the first k step of S), true accumulates.
   return fmt::format(
       "template <>\n"
       "struct Wgmma<{n}> {{\n"
-      "  static __device__ __forceinline__ void ss(float (&d)[{tiles}][4], u64 a, u64 b, bool accumulate) {{\n"
-      "    asm volatile(\"{{\\n.reg .pred acc;\\nsetp.ne.b32 acc, %{ss_flag}, 0;\\n\"\n"
-      "                 \"wgmma.mma_async.sync.aligned.{shape} {d_regs}, %{a}, %{b}, acc, 1, 1, 0, 0;\\n}}\\n\"\n"
-      "                 : {operands}\n"
-      "                 : \"l\"(a), \"l\"(b), \"r\"(static_cast<int>(accumulate)));\n"
-      "  }}\n"
+      "{ss}{ss_mn}"
       "  static __device__ __forceinline__ void rs(float (&d)[{tiles}][4], const u32 (&a)[4], u64 b, bool accumulate) {{\n"
       "    asm volatile(\"{{\\n.reg .pred acc;\\nsetp.ne.b32 acc, %{rs_flag}, 0;\\n\"\n"
       "                 \"wgmma.mma_async.sync.aligned.{shape} {d_regs}, {a_regs}, %{rs_b}, acc, 1, 1, 1;\\n}}\\n\"\n"
@@ -48,8 +59,8 @@ std::string emit_wgmma(DType dtype, int n) {
       "  }}\n"
       "}};\n",
       fmt::arg("n", n), fmt::arg("tiles", n / 8), fmt::arg("shape", shape),
-      fmt::arg("d_regs", register_list(0, acc)), fmt::arg("a", acc), fmt::arg("b", acc + 1),
-      fmt::arg("ss_flag", acc + 2), fmt::arg("operands", operands),
+      fmt::arg("ss", ss_member("ss", 0, n, shape)), fmt::arg("ss_mn", ss_member("ss_mn", 1, n, shape)),
+      fmt::arg("d_regs", register_list(0, acc)), fmt::arg("operands", accumulator_operands(n)),
       fmt::arg("a_regs", register_list(acc, 4)), fmt::arg("rs_b", acc + 4),
       fmt::arg("rs_flag", acc + 5));
 }

@@ -6,6 +6,7 @@
 
 #include "generator/element_types.h"
 #include "runtime/forward_params.h"
+#include "templates/tile/budgets.cuh"
 
 namespace flashjit::rt {
 namespace {
@@ -43,27 +44,44 @@ void check_backward_args(const Spec& spec, const BackwardArgs& args) {
   check_tensor_strides("backward", "d_q", args.d_q_stride, strided_batch, f.seqlen_q, f.heads_q);
   check_tensor_strides("backward", "d_k", args.d_k_stride, strided_batch, f.seqlen_k, f.heads_kv);
   check_tensor_strides("backward", "d_v", args.d_v_stride, strided_batch, f.seqlen_k, f.heads_kv);
-  if (args.workspace != nullptr) {
-    const size_t need = workspace_bytes(backward_scratch(f));
-    require(args.workspace_bytes >= need,
-            fmt::format("workspace_bytes = {} is less than the {} bytes this call needs "
-                        "(Kernel::backward_workspace_bytes)",
-                        args.workspace_bytes, need));
-    require(aligned(args.workspace, 256),
-            fmt::format("workspace={} must be 256-byte aligned", args.workspace));
-  }
 }
 
-std::vector<ScratchBuffer> backward_scratch(const ForwardArgs& args) {
+std::vector<ScratchBuffer> backward_scratch(const OperationPlan& op, const ForwardArgs& args) {
   // With cu_seqlens the rows are the packed total, which the host may not know: the batch
   // of longest sequences bounds it.
-  const size_t rows = args.cu_seqlens_q != nullptr && args.total_q > 0
-                          ? static_cast<size_t>(args.total_q)
-                          : static_cast<size_t>(args.batch) * static_cast<size_t>(args.seqlen_q);
-  return {{"d_rows", sizeof(float) * rows * static_cast<size_t>(args.heads_q)}};
+  const size_t rows = (args.cu_seqlens_q != nullptr && args.total_q > 0
+                           ? static_cast<size_t>(args.total_q)
+                           : static_cast<size_t>(args.batch) * static_cast<size_t>(args.seqlen_q)) *
+                      static_cast<size_t>(args.heads_q);
+  std::vector<ScratchBuffer> scratch = {{"d_rows", sizeof(float) * rows}};
+  // dq_accum: blocks of fj::budget::kDqAccumTileRows rows a (head, query tile), as wide as the dK/dV
+  // kernel's column splits together, a head's rows / kDqTileRows + batch + 1 blocks apart
+  // (templates/attn/dq_accum.cuh).
+  for (const gen::Plan& plan : op.launches) {
+    if (!plan.path->accumulates_dq) continue;
+    const size_t head_rows = rows / static_cast<size_t>(args.heads_q);
+    const size_t blocks = (head_rows / fj::budget::kDqAccumTileRows + static_cast<size_t>(args.batch) + 1) *
+                          static_cast<size_t>(args.heads_q);
+    const size_t block_floats = static_cast<size_t>(fj::budget::kDqAccumTileRows) *
+                                static_cast<size_t>(plan.dk_slice * plan.dv_splits);
+    scratch.push_back({"dq_accum", sizeof(float) * blocks * block_floats});
+  }
+  return scratch;
 }
 
-BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* workspace) {
+void check_backward_workspace(const BackwardArgs& args, const std::vector<ScratchBuffer>& scratch) {
+  if (args.workspace == nullptr) return;
+  const size_t need = workspace_bytes(scratch);
+  require(args.workspace_bytes >= need,
+          fmt::format("workspace_bytes = {} is less than the {} bytes this call needs "
+                      "(Kernel::backward_workspace_bytes)",
+                      args.workspace_bytes, need));
+  require(reinterpret_cast<uintptr_t>(args.workspace) % 256 == 0,
+          fmt::format("workspace={} must be 256-byte aligned", args.workspace));
+}
+
+BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args,
+                          const std::vector<void*>& buffers) {
   BwdParams params{};
   fill_attn_params(params, spec, args.forward);
   params.d_o = args.d_o;
@@ -82,7 +100,8 @@ BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* work
   params.dv_batch_stride = args.d_v_stride.batch;
   params.dv_seq_stride = args.d_v_stride.seq;
   params.dv_head_stride = args.d_v_stride.head;
-  params.d_rows = static_cast<float*>(workspace);
+  params.d_rows = static_cast<float*>(buffers[0]);
+  params.dq_accum = buffers.size() > 1 ? static_cast<float*>(buffers[1]) : nullptr;
   return params;
 }
 

@@ -12,14 +12,19 @@
 namespace flashjit::rt {
 
 // Throws Error(Shape) naming the argument that does not fit: the forward's checks, then the
-// LSE and the gradients' pointers, alignment and strides, and a caller's workspace.
+// LSE and the gradients' pointers, alignment and strides.
 void check_backward_args(const Spec& spec, const BackwardArgs& args);
 
-// The scratch the backward's launches pass between them, sized from the call: D (one float a
-// query row and head, in LSE's layout).
-std::vector<ScratchBuffer> backward_scratch(const ForwardArgs& args);
+// The scratch the launches of `op` pass between them, sized from the call: D (one float a
+// query row and head, in LSE's layout), then, when the dK/dV launch accumulates dQ,
+// dq_accum (d_qk_pad floats a row).
+std::vector<ScratchBuffer> backward_scratch(const OperationPlan& op, const ForwardArgs& args);
+// Throws Error(Shape) if the caller's workspace (when not null) is smaller than `scratch`
+// takes or not 256-byte aligned.
+void check_backward_workspace(const BackwardArgs& args, const std::vector<ScratchBuffer>& scratch);
 
-// The launches' parameters; `workspace` holds backward_scratch's buffers in order.
-BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args, void* workspace);
+// The launches' parameters; `buffers` are backward_scratch's in the workspace, in order.
+BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args,
+                          const std::vector<void*>& buffers);
 
 }  // namespace flashjit::rt

@@ -45,7 +45,7 @@ struct Driver::Api {
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)     \
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)              \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) \
-  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventDestroy)          \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy)          \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)   \
   X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)
   FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_ENTRY)
@@ -279,6 +279,10 @@ void Driver::copy_to_host(void* dst, DevicePtr src, size_t bytes) {
 
 void Driver::memset_u8(DevicePtr dst, uint8_t value, size_t bytes) {
   FLASHJIT_CU(cuMemsetD8, dst, value, bytes);
+}
+
+void Driver::zero_async(DevicePtr dst, size_t bytes, Stream stream) {
+  FLASHJIT_CU(cuMemsetD32Async, dst, 0u, bytes / 4, static_cast<CUstream>(stream));
 }
 
 void Driver::synchronize() { FLASHJIT_CU(cuCtxSynchronize); }

@@ -66,6 +66,8 @@ class Driver {
   void copy_to_device(DevicePtr dst, const void* src, size_t bytes);
   void copy_to_host(void* dst, DevicePtr src, size_t bytes);
   void memset_u8(DevicePtr dst, uint8_t value, size_t bytes);
+  // Zeroes `bytes` (a multiple of 4) at dst, queued on `stream`: the backward's dq_accum.
+  void zero_async(DevicePtr dst, size_t bytes, Stream stream);
   void synchronize();
 
   // Events for timing: elapsed milliseconds between two recorded events.

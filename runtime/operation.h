@@ -39,8 +39,9 @@ OperationPlan plan_decode(const Spec& spec, const std::string& target,
 // The merge of two partial results: one launch (its kernel reads elements one at a time, so
 // the plan is the same for every alignment).
 OperationPlan plan_merge(const Spec& spec, const std::string& target);
-// The backward: D = rowsum(dO * O), then dK/dV and dQ (each deterministic). Throws
-// Error(Usage) naming the step when no path serves one.
+// The backward: D = rowsum(dO * O), then dK/dV and dQ (deterministic ones when the spec asks;
+// else on sm_90a dK/dV accumulating dQ, then dQ's conversion). Throws Error(Usage) naming the
+// step when no path serves one.
 OperationPlan plan_backward(const Spec& spec, const std::string& target,
                             const gen::CallTraits& call);
 

@@ -86,7 +86,8 @@ class JitKernel final : public Kernel {
     const LoadedOperation& op =
         operation_for(gen::Operation::Backward, rt::backward_call_traits(spec_, args), Tiles{});
     rt::Driver& driver = rt::Driver::get(ordinal_);
-    const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(args.forward);
+    const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(op.plan, args.forward);
+    rt::check_backward_workspace(args, scratch);
     // Without a caller's workspace, stream-ordered memory: no synchronisation, and safe when
     // several streams run backwards at once.
     rt::StreamScratch owned;
@@ -96,7 +97,9 @@ class JitKernel final : public Kernel {
       workspace = owned.get();
     }
     const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
-    BwdParams params = rt::make_bwd_params(spec_, args, buffers[0]);
+    BwdParams params = rt::make_bwd_params(spec_, args, buffers);
+    if (params.dq_accum != nullptr)
+      driver.zero_async(reinterpret_cast<rt::DevicePtr>(params.dq_accum), scratch[1].bytes, stream);
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
       const rt::LaunchGeometry g = rt::launch_geometry(plan, args.forward, device_.sm_count);
@@ -118,7 +121,9 @@ class JitKernel final : public Kernel {
   }
 
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
-    return rt::workspace_bytes(rt::backward_scratch(args.forward));
+    const rt::OperationPlan op =
+        rt::plan_backward(spec_, target_, rt::backward_call_traits(spec_, args));
+    return rt::workspace_bytes(rt::backward_scratch(op, args.forward));
   }
 
   void merge(const MergeArgs& args, void* stream) override {

@@ -57,6 +57,40 @@ __device__ __forceinline__ int ld_shared_u32(u32 addr) {
   return value;
 }
 
+// Makes this thread's shared-memory stores visible to the async proxy (wgmma, TMA) that reads
+// them next.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Two floats to an 8-byte aligned shared address.
+__device__ __forceinline__ void st_shared_f32x2(u32 addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+
+// ---------------------------------------------------------------- bulk reductions
+// Adds `bytes` (a multiple of 16) of fp32 from shared address src to global dst, both 16-byte
+// aligned: an asynchronous reduction performed in L2 whole lines at a time, tracked by this
+// thread's bulk groups.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, u32 src, u32 bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// Waits until at most N of this thread's bulk groups are still incomplete.
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // ---------------------------------------------------------------- TMA
 // A 4-d box {c0 (innermost), c1, c2, c3} of `map` into shared memory at dst; completion is
 // counted in bytes on `bar`. Rows outside the tensor arrive as zeros.
@@ -132,6 +166,7 @@ __device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) {
 
 // D (64 x N fp32, N/2 registers a thread) from A and B; specialised per N by the generator:
 //   ss(d, desc_a, desc_b, accumulate)  A and B K-major in shared memory
+//   ss_mn(d, desc_a, desc_b, accumulate)  A and B MN-major in shared memory
 //   rs(d, a[4], desc_b, accumulate)    A from registers, B MN-major in shared memory
 template <int N>
 struct Wgmma;

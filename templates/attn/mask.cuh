@@ -72,11 +72,13 @@ __device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int row, int 
 }
 
 // mask_scores for the transposed tile S^T (rows are keys, columns query rows), as the
-// backward's dK/dV kernel holds it: `key` is the key of half 0, `row0` the query of column 0.
-// Keys past the sequence end are not masked: their rows of dK and dV are never stored.
-template <class Cfg, int kTiles>
+// backward's dK/dV kernels hold it: `key` is the key of half 0, `row0` the query of column 0.
+// With kMaskKeyEnd, keys from `key_end` on are masked too. The dK/dV kernels need not (their
+// rows of dK and dV are never stored); the dQ-accumulating kernel sums dS K over the tile's
+// keys, and with cu_seqlens those rows of K are the next sequence's.
+template <class Cfg, bool kMaskKeyEnd = false, int kTiles>
 __device__ __forceinline__ void mask_scores_transposed(float (&s)[kTiles][4], int key, int row0,
-                                                       int diag, int lane) {
+                                                       int diag, int lane, int key_end = 0) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int kj = key + half * 8;
@@ -85,7 +87,7 @@ __device__ __forceinline__ void mask_scores_transposed(float (&s)[kTiles][4], in
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int r = row0 + j * 8 + (lane % 4) * 2 + e;
-        if ((Cfg::kCausal && kj > r + diag) ||
+        if ((kMaskKeyEnd && kj >= key_end) || (Cfg::kCausal && kj > r + diag) ||
             (Cfg::kWindow && (kj > r + diag + Cfg::kWindowRight || kj < r + diag - Cfg::kWindowLeft)))
           s[j][half * 2 + e] = neg_inf();
       }

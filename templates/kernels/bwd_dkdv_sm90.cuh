@@ -17,12 +17,23 @@
 // kernel: split s accumulates dK columns s*kDkSlice.. and dV columns s*kDvSlice.. (64-column
 // panels), recomputing S^T and dP^T over the whole head dims.
 //
+// The dQ-accumulating variant (bwd_dkdv_dq_sm90, not deterministic) also computes dQ, so that
+// no separate dQ kernel recomputes S and dP: 5 products a step instead of 7 over both kernels.
+// Both consumers write their dS^T to shared memory (a 128-key x 64-query tile, two buffers),
+// meet at a named barrier, and each computes dQ = dS K for its share of the split's dQ
+// columns (wgmma SS, both MN-major). It stages that tile in shared memory in the order its
+// registers hold it, and one thread adds the whole tile to its block of the fp32 dq_accum
+// with one bulk reduction: reductions from registers (red.global) took as long again as the
+// products, and one bulk reduction a row took longer still. bwd_dq_convert reads the blocks
+// back in that order and scales them into dQ.
+//
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
 // kBlockM (queries a step, 64), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
 // window constants (block masks take the sm80 kernel).
 #pragma once
 
 #include "../arch/sm90.cuh"
+#include "../attn/dq_accum.cuh"
 #include "../attn/epilogue.cuh"
 #include "../attn/mask.cuh"
 #include "../attn/sequence.cuh"
@@ -33,8 +44,8 @@
 
 namespace fj {
 
-template <class Cfg>
-struct Sm90BwdDkDvLayout {
+template <class Cfg, bool kAccumulateDq>
+struct Sm90BwdDkDvLayoutOf {
   using Element = typename Cfg::Element;
   static constexpr int kThreads = 384;      // producer + two consumer warp groups
   static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
@@ -57,14 +68,34 @@ struct Sm90BwdDkDvLayout {
   static constexpr int kVOffset = kKOffset + kKBytes;
   static constexpr int kQOffset = kVOffset + kVBytes;
   static constexpr int kDoOffset = kQOffset + Cfg::kStages * kQBytes;
-  static constexpr int kRowsOffset = kDoOffset + Cfg::kStages * kDoBytes;  // LSE, D per slot
+  // The dQ variant's dS^T tiles, kBlockN key rows of kBlockM queries (one 128-byte row), and
+  // its consumers' staged dQ tiles.
+  static constexpr int kDsBuffers = kAccumulateDq ? budget::kBwdDkDvSm90DsBuffers : 0;
+  static constexpr int kDsBytes = Cfg::kBlockN * Cfg::kBlockM * Element::kBytes;
+  static constexpr int kDsOffset = kDoOffset + Cfg::kStages * kDoBytes;
+  static constexpr int kDqStageBytes =
+      kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM) : 0;
+  static constexpr int kDqStageOffset = kDsOffset + kDsBuffers * kDsBytes;
+  static constexpr int kRowsOffset = kDqStageOffset + 2 * kDqStageBytes;  // LSE, D per slot
   static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
   static constexpr int kSharedBytes = budget::bwd_dkdv_sm90_shared_bytes(
       Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits,
-      Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
+      Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
+      kAccumulateDq ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM,
+                                                     Cfg::kBlockN)
+                    : 0);
   static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages) + 1024,
-                "the budget holds K, V, the ring, the rows' LSE and D, the barriers and the "
-                "alignment slack");
+                "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D, "
+                "the barriers and the alignment slack");
+  // The two consumers' shares of the split's kDkSlice dQ columns: a share lies inside one
+  // 64-column panel of K or starts on one (an MN-major operand's columns cannot cross a
+  // panel edge mid-panel).
+  static constexpr int kDqCols0 = budget::bwd_dkdv_sm90_dq_cols0(Cfg::kDkSlice);
+  static constexpr int kDqCols1 = Cfg::kDkSlice - kDqCols0;
+  static_assert(!kAccumulateDq || (Cfg::kBlockM * Element::kBytes == kRow &&
+                                    Cfg::kBlockM == kDqTileRows),
+                "dS^T rows of 64 queries are one 128-byte panel row, dQ's wgmma M, and a step "
+                "is one block of dq_accum");
   static_assert(budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                          Cfg::kBlockM) <=
                     budget::kBwdDkDvSm90MaxAccumulatorRegisters,
@@ -85,17 +116,31 @@ struct Sm90BwdDkDvLayout {
   static_assert(Element::kBytes == 2 && Element::kMmaK == 16, "k16 steps of 16-bit elements");
 };
 
+template <class Cfg>
+using Sm90BwdDkDvLayout = Sm90BwdDkDvLayoutOf<Cfg, false>;
+template <class Cfg>
+using Sm90BwdDkDvDqLayout = Sm90BwdDkDvLayoutOf<Cfg, true>;
+
 namespace sm90_bwd {
 
-template <class Cfg>
+// Named barriers (id 0 is __syncthreads'): both consumers' dS^T tiles are in shared memory;
+// consumer c's dQ tile is staged (id kDqStagedBarrier + c).
+constexpr u32 kDsReadyBarrier = 1;
+constexpr u32 kDqStagedBarrier = 2;
+
+template <class Cfg, bool kDq>
 struct Smem {
-  using L = Sm90BwdDkDvLayout<Cfg>;
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   u32 base;
   unsigned char* generic;  // the same address, for the rows' plain loads and stores
   __device__ u32 k() const { return base + L::kKOffset; }
   __device__ u32 v() const { return base + L::kVOffset; }
   __device__ u32 q(int slot) const { return base + L::kQOffset + slot * L::kQBytes; }
   __device__ u32 d_o(int slot) const { return base + L::kDoOffset + slot * L::kDoBytes; }
+  __device__ u32 ds(int buffer) const { return base + L::kDsOffset + buffer * L::kDsBytes; }
+  __device__ u32 dq_stage(int consumer) const {
+    return base + L::kDqStageOffset + consumer * L::kDqStageBytes;
+  }
   // The slot's kBlockM LSE values (log2 domain), then its kBlockM D values.
   __device__ float* rows(int slot) const {
     return reinterpret_cast<float*>(generic + L::kRowsOffset) + slot * 2 * Cfg::kBlockM;
@@ -133,12 +178,12 @@ struct KeyBlock {
 };
 
 // The producer's first warp.
-template <class Cfg>
-__device__ __forceinline__ void produce(const Smem<Cfg>& sm, const BwdParams& p,
+template <class Cfg, bool kDq>
+__device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParams& p,
                                         const KeyBlock<Cfg>& kb, const TmaDesc* tm_q,
                                         const TmaDesc* tm_k, const TmaDesc* tm_v,
                                         const TmaDesc* tm_do) {
-  using L = Sm90BwdDkDvLayout<Cfg>;
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   constexpr int kPanelCols = L::kRow / Cfg::Element::kBytes;  // TMA box columns
   const Sequence& seq = kb.seq;
   const int lane = threadIdx.x % 32;
@@ -183,11 +228,61 @@ __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const BwdParams& p,
   }
 }
 
+// The dQ variant: this consumer's dS^T (x, packed for the dK product: k16 step t holds query
+// tiles 2t and 2t+1 of key rows `row` and row + 8) into the dS^T tile at `ds`, rows of 128
+// bytes whose 16-byte chunk q lies at chunk q ^ (row % 8), TMA's 128-byte swizzle.
+template <int kSteps>
+__device__ __forceinline__ void store_ds_transposed(u32 ds, const u32 (&x)[kSteps][4], int row,
+                                                    int lane) {
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = row + (i % 2) * 8, chunk = 2 * t + i / 2;
+      st_shared_u32(ds + r * 128 + ((chunk ^ (r % 8)) << 4) + (lane % 4) * 4,
+                    static_cast<int>(x[t][i]));
+    }
+}
+
+// The dQ variant's end of a step, after the dK product was issued: dQ columns col0 .. col0+N
+// of the tile's rows = dS K over the CTA's keys (wgmma SS from the dS^T tile and K, both
+// MN-major). Once the products are done and the slot is released, the tile goes to `stage`
+// and the warp group's first thread adds it to its block of dq_accum (`dq_share`) with one
+// bulk reduction (rows past the sequence end add zeros to rows no sequence owns). The next
+// step writes `stage` only after that thread has waited for this read (at the dS^T barrier).
+template <class Cfg, int N>
+__device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, int col0, u32 empty,
+                                                    u32 stage, u32 staged_barrier,
+                                                    float* dq_share, int warp, int lane) {
+  using L = Sm90BwdDkDvDqLayout<Cfg>;
+  float acc[N / 8][4];
+  wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
+  wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsBytes,
+                                          k + col0 / 64 * L::kKPanelBytes + col0 % 64 * 2,
+                                          L::kKPanelBytes);
+  wgmma_commit();
+  wgmma_wait<0>();
+  if (lane == 0) mbar_arrive(empty);
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+#pragma unroll
+    for (int t = 0; t < N / 8; ++t)
+      st_shared_f32x2(stage + 4 * dq_share_offset<N>(warp * 16 + lane / 4 + half * 8,
+                                                     t * 8 + (lane % 4) * 2),
+                      acc[t][half * 2], acc[t][half * 2 + 1]);
+  fence_proxy_async_shared();
+  named_sync(staged_barrier, 128);
+  if (warp != 0 || lane != 0) return;
+  // A share wholly past the padded head dim (the last split's) has no columns to add.
+  if (col0 < Cfg::kDqkPad) bulk_reduce_add_f32(dq_share, stage, Cfg::kBlockM * N * 4);
+  bulk_commit();
+}
+
 // One consumer warp group (index c: keys n0 + 64c ..): every step, then its rows of dK, dV.
-template <class Cfg>
-__device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
+template <class Cfg, bool kDq>
+__device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParams& p,
                                         const KeyBlock<Cfg>& kb, int c) {
-  using L = Sm90BwdDkDvLayout<Cfg>;
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
   constexpr int kQT = L::kQTiles, kBM = Cfg::kBlockM;
@@ -223,7 +318,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
     wgmma_wait<1>();  // S^T has landed; dP^T is in flight
 
     if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
-      mask_scores_transposed<Cfg>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane);
+      mask_scores_transposed<Cfg, kDq>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
+                                       kb.seq.seqlen_k);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
 #pragma unroll
@@ -251,14 +347,46 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
         }
       wgmma_wait<0>();  // dV's product is done with x
       pack_k16_steps<Element>(x, dp);
+      if constexpr (kDq) {
+        // Both consumers' dS^T in the buffer; the other's products of two steps ago, which
+        // read it, are done (each passes here only after waiting for its own), and so are
+        // the bulk reductions that read the staged dQ tiles of the step before.
+        const u32 ds = sm.ds(j % L::kDsBuffers);
+        store_ds_transposed(ds, x, c * L::kConsumerKeys + warp * 16 + lane / 4, lane);
+        fence_proxy_async_shared();
+        if (warp == 0 && lane == 0) bulk_wait_read<0>();
+        named_sync(kDsReadyBarrier, 256);
+      }
       wgmma_fence();
       wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
           acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
+      if constexpr (kDq) {
+        // The tile's block holds every split's shares, kBlockM x their width each.
+        const int share_col0 = dk_col0 + (c == 0 ? 0 : L::kDqCols0);
+        float* dq_share =
+            p.dq_accum +
+            (dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), m0) *
+                 (Cfg::kDvSplits * Cfg::kDkSlice) +
+             share_col0) * Cfg::kBlockM;
+        const u32 ds = sm.ds(j % L::kDsBuffers);
+        const u32 stage = sm.dq_stage(c), staged = kDqStagedBarrier + c;
+        if (c == 0)
+          finish_step_with_dq<Cfg, L::kDqCols0>(ds, sm.k(), share_col0, sm.empty(slot), stage,
+                                                staged, dq_share, warp, lane);
+        else
+          finish_step_with_dq<Cfg, L::kDqCols1>(ds, sm.k(), share_col0, sm.empty(slot), stage,
+                                                staged, dq_share, warp, lane);
+        continue;
+      }
       wgmma_commit();
     }
     wgmma_wait<0>();
     if (lane == 0) mbar_arrive(sm.empty(slot));
   }
+
+  // The shared memory the bulk reductions read lives until they are done.
+  if constexpr (kDq)
+    if (warp == 0 && lane == 0) bulk_wait<0>();
 
   // ---- epilogue: every key row of the block is written, zeros for keys no query sees.
   const bool varlen = Cfg::kVarlen;
@@ -281,14 +409,14 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
 
 }  // namespace sm90_bwd
 
-template <class Cfg>
-__device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc* tm_q,
-                                              const TmaDesc* tm_k, const TmaDesc* tm_v,
-                                              const TmaDesc* tm_do) {
+template <class Cfg, bool kDq>
+__device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const TmaDesc* tm_q,
+                                                   const TmaDesc* tm_k, const TmaDesc* tm_v,
+                                                   const TmaDesc* tm_do) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
-  const sm90_bwd::Smem<Cfg> sm{base, smem_raw + (base - raw)};
+  const sm90_bwd::Smem<Cfg, kDq> sm{base, smem_raw + (base - raw)};
   const sm90_bwd::KeyBlock<Cfg> kb(p);
   if (kb.n0 >= kb.seq.seqlen_k) return;  // the whole CTA: these keys do not exist
 
@@ -313,8 +441,21 @@ __device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc*
     if (threadIdx.x < 32) sm90_bwd::produce<Cfg>(sm, p, kb, tm_q, tm_k, tm_v, tm_do);
   } else {
     regs_claim<ws_regs::kConsumer>();
-    sm90_bwd::consume<Cfg>(sm, p, kb, warp_group - 1);
+    sm90_bwd::consume<Cfg, kDq>(sm, p, kb, warp_group - 1);
   }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc* tm_q,
+                                              const TmaDesc* tm_k, const TmaDesc* tm_v,
+                                              const TmaDesc* tm_do) {
+  bwd_dkdv_sm90_body<Cfg, false>(p, tm_q, tm_k, tm_v, tm_do);
+}
+template <class Cfg>
+__device__ __forceinline__ void bwd_dkdv_dq_sm90(const BwdParams& p, const TmaDesc* tm_q,
+                                                 const TmaDesc* tm_k, const TmaDesc* tm_v,
+                                                 const TmaDesc* tm_do) {
+  bwd_dkdv_sm90_body<Cfg, true>(p, tm_q, tm_k, tm_v, tm_do);
 }
 
 }  // namespace fj

@@ -88,19 +88,41 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // and dV columns, block_m / 2 floats each of S^T and dP^T and block_m / 4 registers of them
 // packed to 16 bits, out of the 240 setmaxnreg gives it.
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
+// The dQ-accumulating variant adds dq_bytes: two tiles of dS^T (block_n keys x block_m
+// queries) and each consumer's fp32 dQ tile staged for its bulk reduction (room for the wider
+// share). The consumers split the dQ columns (bwd_dkdv_sm90_dq_cols0: the first's share, inside one
+// 64-column panel or whole panels); the dQ accumulator lives while S^T and dP^T do not, so
+// the register rule is the same.
+enum : int { kBwdDkDvSm90DsBuffers = 2 };
+// The rows of a block of the dQ accumulator (attn/dq_accum.cuh): the variant's query tile.
+enum : int { kDqAccumTileRows = 64 };
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols0(int dk_slice) {
+  return dk_slice <= 64 ? dk_slice / 2 : 64 * ((dk_slice + 64) / 128);
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m) {
+  const int cols0 = bwd_dkdv_sm90_dq_cols0(dk_slice);
+  return block_m * 4 * (cols0 > dk_slice - cols0 ? cols0 : dk_slice - cols0);
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
+                                               int block_n) {
+  return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
+         2 * bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m);
+}
 FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_tile_cols(int pad, int slice, int splits) {
   return pad > splits * slice ? pad : splits * slice;
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
                                                    int dk_slice, int dv_slice, int splits,
-                                                   int block_m, int block_n, int stages) {
+                                                   int block_m, int block_n, int stages,
+                                                   int dq_bytes) {
   return ((panels(dqk_pad, element_bytes) + panels(dv_pad, element_bytes)) * block_n +
           (panels(bwd_dkdv_sm90_tile_cols(dqk_pad, dk_slice, splits), element_bytes) +
            panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes)) *
               stages * block_m) *
              kPanelRowBytes +
-         stages * block_m * 2 * 4 + bwd_sm90_barrier_bytes(stages) + 1024;
+         dq_bytes + stages * block_m * 2 * 4 +
+         bwd_sm90_barrier_bytes(stages) + 1024;
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_slice,
                                                          int block_m) {

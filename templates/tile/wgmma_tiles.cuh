@@ -32,6 +32,17 @@ __device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[N / 8][4], const u3
     Wgmma<N>::rs(d, x[t], smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), true);
 }
 
+// D = A B over kSteps k16 steps, A's 64 rows and B's N columns both MN-major: their K rows
+// run down the panels, 16 to a step (D's first step overwrites, the others accumulate).
+template <int N, int kSteps>
+__device__ __forceinline__ void wgmma_ss_mn_major(float (&d)[N / 8][4], u32 a, int a_panel_bytes,
+                                                  u32 b, int b_panel_bytes) {
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t)
+    Wgmma<N>::ss_mn(d, smem_desc_sw128(a + t * 2048, a_panel_bytes, 1024),
+                    smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), t > 0);
+}
+
 // An accumulator of kTiles n8 tiles as wgmma's RS A operand: k16 step t is tiles 2t and 2t+1.
 template <class Element, int kTiles>
 __device__ __forceinline__ void pack_k16_steps(u32 (&x)[kTiles / 2][4], const float (&s)[kTiles][4]) {

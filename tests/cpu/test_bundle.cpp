@@ -270,8 +270,8 @@ TEST_CASE("flashjit build --backward: the backward's three kernels beside the fo
       CHECK(names.count(plan.kernel_name) == 1);
 }
 
-TEST_CASE("flashjit build --backward on sm_90a: the warp-specialised dK/dV and dQ kernels for "
-          "TMA-loadable tensors, the sm80 ones for the others") {
+TEST_CASE("flashjit build --backward on sm_90a: the warp-specialised dK/dV kernel that accumulates "
+          "dQ and dQ's conversion for TMA-loadable tensors, the sm80 kernels for the others") {
   TempDir dir;
   const std::string bundle_path = (dir.path() / "hd128_bwd.fjb").string();
   const std::string spec = std::string(FLASHJIT_SOURCE_DIR) + "/configs/hd128.yaml";
@@ -290,10 +290,10 @@ TEST_CASE("flashjit build --backward on sm_90a: the warp-specialised dK/dV and d
         flashjit::gen::CallTraits{.align_bytes = 8, .tma_loadable = false}})
     for (const auto& plan : flashjit::rt::plan_backward(hd128, "sm_90a", call).launches) {
       CHECK(names.count(plan.kernel_name) == 1);
-      sm90 += plan.path->id == flashjit::gen::KernelPath::BwdDkDvSm90 ||
-              plan.path->id == flashjit::gen::KernelPath::BwdDqSm90;
+      sm90 += plan.path->id == flashjit::gen::KernelPath::BwdDkDvDqSm90 ||
+              plan.path->id == flashjit::gen::KernelPath::BwdDqConvert;
     }
-  CHECK(sm90 == 4);  // dK/dV and dQ for both TMA-loadable alignments
+  CHECK(sm90 == 4);  // dK/dV/dQ and the conversion for both TMA-loadable alignments
 }
 
 TEST_CASE("flashjit build -o: a device node, a symlink or a folder is refused before any "

@@ -55,8 +55,10 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
     CHECK(complete);
     CHECK_NOTHROW(template_text(path->template_file));
   }
-  CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_sm90",
-                                       "bwd_dkdv_sm80", "bwd_dq_sm90", "bwd_dq_sm80", "dec_sm80", "dec_combine", "merge"});
+  CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_dq_sm90",
+                                       "bwd_dkdv_sm90", "bwd_dkdv_sm80", "bwd_dq_convert",
+                                       "bwd_dq_sm90", "bwd_dq_sm80", "dec_sm80", "dec_combine",
+                                       "merge"});
 }
 
 TEST_CASE("registry: the first path that serves a call is chosen, in the order of preference") {
@@ -66,13 +68,17 @@ TEST_CASE("registry: the first path that serves a call is chosen, in the order o
             .id == KernelPath::FwdSm80);
   CHECK(choose_path(Step::Forward, s, "sm_80").id == KernelPath::FwdSm80);
   CHECK_THROWS_AS(choose_path(Step::Forward, s, "sm_70"), Error);
-  CHECK(choose_path(Step::BwdDkDv, s, "sm_90a").id == KernelPath::BwdDkDvSm90);
+  CHECK(choose_path(Step::BwdDkDv, s, "sm_90a").id == KernelPath::BwdDkDvDqSm90);
+  Spec deterministic = s;
+  deterministic.deterministic = true;
+  CHECK(choose_path(Step::BwdDkDv, deterministic, "sm_90a").id == KernelPath::BwdDkDvSm90);
+  CHECK(choose_path(Step::BwdDq, deterministic, "sm_90a").id == KernelPath::BwdDqSm90);
   CHECK(choose_path(Step::BwdDkDv, s, "sm_90a", {.tma_loadable = false}).id ==
         KernelPath::BwdDkDvSm80);
   CHECK(choose_path(Step::BwdDkDv, s, "sm_80").id == KernelPath::BwdDkDvSm80);
   CHECK(choose_path(Step::BwdDkDv, spec_of(320, 320), "sm_90a").id == KernelPath::BwdDkDvSm80);
   CHECK(choose_path(Step::BwdDq, s, "sm_86").id == KernelPath::BwdDqSm80);
-  CHECK(choose_path(Step::BwdDq, s, "sm_90a").id == KernelPath::BwdDqSm90);
+  CHECK(choose_path(Step::BwdDq, s, "sm_90a").id == KernelPath::BwdDqConvert);
   CHECK(choose_path(Step::BwdDq, s, "sm_90a", {.tma_loadable = false}).id ==
         KernelPath::BwdDqSm80);
 }
@@ -93,9 +99,9 @@ TEST_CASE("registry: the forward is one launch, the backward three") {
   const rt::OperationPlan bwd = rt::plan_backward(spec_of(100, 72), "sm_90a", {});
   REQUIRE(bwd.launches.size() == 3);
   CHECK(bwd.launches[0].path->id == KernelPath::BwdPre);
-  CHECK(bwd.launches[1].path->id == KernelPath::BwdDkDvSm90);
-  CHECK(bwd.launches[2].path->id == KernelPath::BwdDqSm90);
-  CHECK(bwd.launches[1].kernel_name.starts_with("fa_bwd_dkdv_qk100_v72_"));
+  CHECK(bwd.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
+  CHECK(bwd.launches[2].path->id == KernelPath::BwdDqConvert);
+  CHECK(bwd.launches[1].kernel_name.starts_with("fa_bwd_dkdvdq_qk100_v72_"));
   const std::vector<rt::ScratchBuffer> scratch = {{"a", 1}, {"b", 300}};
   CHECK(rt::workspace_bytes(scratch) == 256 + 512);
   char base[1024];

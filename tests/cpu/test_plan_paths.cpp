@@ -10,6 +10,7 @@
 #include "generator/fwd_sm90_path.h"
 #include "generator/plan.h"
 #include "generator/wgmma_emit.h"
+#include "runtime/backward_params.h"
 #include "runtime/call_traits.h"
 #include "runtime/operation.h"
 #include "tests/cpu/runtime_test_support.h"
@@ -165,9 +166,10 @@ TEST_CASE("plan: sm90 tiles are checked with reasons") {
 TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {
   const std::string bf16 = emit_wgmma(DType::BF16, 128);
   CHECK(bf16.find("struct Wgmma<128>") != std::string::npos);
-  CHECK(count(bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 2);
-  CHECK(count(bf16, "\"+f\"(d[") == 2 * 64);
+  CHECK(count(bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 3);
+  CHECK(count(bf16, "\"+f\"(d[") == 3 * 64);
   CHECK(bf16.find("%64, %65, acc, 1, 1, 0, 0;") != std::string::npos);           // ss
+  CHECK(bf16.find("%64, %65, acc, 1, 1, 1, 1;") != std::string::npos);           // ss_mn
   CHECK(bf16.find("{%64, %65, %66, %67}, %68, acc, 1, 1, 1;") != std::string::npos);  // rs
   CHECK(emit_wgmma(DType::F16, 8).find("m64n8k16.f32.f16.f16") != std::string::npos);
   CHECK_THROWS_AS(emit_wgmma(DType::BF16, 12), Error);
@@ -180,7 +182,9 @@ namespace flashjit::gen {
 
 TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head dim 256, and "
           "split dK/dV columns in 64-column panels where registers run short") {
-  const rt::OperationPlan d128 = rt::plan_backward(spec_of(128, 128), "sm_90a", {});
+  Spec deterministic = spec_of(128, 128);
+  deterministic.deterministic = true;
+  const rt::OperationPlan d128 = rt::plan_backward(deterministic, "sm_90a", {});
   CHECK(d128.launches[1].path->id == KernelPath::BwdDkDvSm90);
   CHECK(d128.launches[2].path->id == KernelPath::BwdDqSm90);
   CHECK(d128.launches[1].threads == 384);
@@ -188,8 +192,10 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
   CHECK(d128.launches[1].tiles.block_m == 64);
   CHECK(d128.launches[1].kernel_name == "fa_bwd_dkdv_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
 
-  // d136: dK and dV whole beside a 32-row query tile; d192: two CTAs of 128 columns each.
+  // d136: dK and dV whole beside a 32-row query tile (the dQ variant's 64-row tile would
+  // split them, so the deterministic kernels serve); d192: two CTAs of 128 columns each.
   const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
+  CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
   CHECK(d136.dv_splits == 1);
   CHECK(d136.tiles.block_m == 32);
   const Plan d192 = rt::plan_backward(spec_of(192, 192), "sm_90a", {}).launches[1];
@@ -216,6 +222,75 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
   CHECK(untma.launches[2].path->id == KernelPath::BwdDqSm80);
   CHECK(rt::plan_backward(spec_of(128, 128), "sm_80", {}).launches[1].path->id ==
         KernelPath::BwdDkDvSm80);
+}
+
+TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit whole beside a "
+          "64-row tile accumulate dQ in the dK/dV kernel, then convert it") {
+  for (const auto& [dqk, dv] : {std::pair{64, 64}, {128, 128}, {72, 72}, {1, 1}, {128, 64}}) {
+    INFO(dqk, "/", dv);
+    const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
+    REQUIRE(op.launches.size() == 3);
+    CHECK(op.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
+    CHECK(op.launches[1].path->accumulates_dq);
+    CHECK(op.launches[1].tiles.block_m == 64);
+    CHECK(op.launches[1].tiles.stages == 2);
+    CHECK(op.launches[1].dv_splits == 1);
+    CHECK(op.launches[1].kernel_name.starts_with("fa_bwd_dkdvdq_"));
+    CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
+    // The conversion reads dq_accum by the dK/dV kernel's column split.
+    CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
+    CHECK(op.launches[2].dv_splits == op.launches[1].dv_splits);
+  }
+  // Split columns, one ring slot, cu_seqlens, block masks and deterministic specs take the
+  // two deterministic kernels.
+  for (const auto& [dqk, dv] : {std::pair{136, 136}, {192, 128}, {192, 192}, {256, 256}, {64, 256}}) {
+    INFO(dqk, "/", dv);
+    const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
+    CHECK(op.launches[1].path->id == KernelPath::BwdDkDvSm90);
+    CHECK(op.launches[2].path->id == KernelPath::BwdDqSm90);
+  }
+  const rt::OperationPlan varlen = rt::plan_backward(spec_of(128, 128), "sm_90a", {.varlen = true});
+  CHECK(varlen.launches[1].path->id == KernelPath::BwdDkDvSm90);
+  CHECK(varlen.launches[2].path->id == KernelPath::BwdDqSm90);
+  // The variant's rules name what they refuse.
+  const PaddedDims d128 = padded_dims(spec_of(128, 128));
+  const KernelPathInfo& dq = kernel_path(KernelPath::BwdDkDvDqSm90);
+  CHECK(dq.tiles_problem(d128, Tiles{32, 128, 12, 2}, "sm_90a").find("must be 64") != std::string::npos);
+  CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 1}, "sm_90a").find("two slots") != std::string::npos);
+  CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 128, 12, 2}, "sm_90a")
+            .find("split") != std::string::npos);
+  CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 2}, "sm_90a") == "");
+}
+
+TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged dQ shares") {
+  namespace b = fj::budget;
+  // d128: consumer shares of 64 columns, 16 KB of staged fp32 each, two 16 KB dS^T tiles.
+  CHECK(b::bwd_dkdv_sm90_dq_cols0(128) == 64);
+  CHECK(b::bwd_dkdv_sm90_dq_cols0(64) == 32);
+  CHECK(b::bwd_dkdv_sm90_dq_cols0(80) == 64);    // one panel, then the rest of the next
+  CHECK(b::bwd_dkdv_sm90_dq_cols0(208) == 128);  // whole panels: 128 + 80
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(128, 64) == 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(80, 64) == 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
+  const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
+  CHECK(p.shared_bytes ==
+        b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
+            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128));
+}
+
+TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accumulates dQ") {
+  const Spec s = spec_of(128, 128);
+  const ForwardArgs f = ForwardArgs::contiguous(s, 2, 8, 2, 300, 300);
+  const std::vector<rt::ScratchBuffer> fused =
+      rt::backward_scratch(rt::plan_backward(s, "sm_90a", {}), f);
+  REQUIRE(fused.size() == 2);
+  CHECK(fused[0].bytes == 4 * 600 * 8);  // D: a float a row and head
+  // A head's 600 / 64 + batch + 1 blocks of 64 rows x 128 columns (templates/attn/dq_accum.cuh).
+  CHECK(fused[1].name == "dq_accum");
+  CHECK(fused[1].bytes == size_t{4} * 8 * (600 / 64 + 2 + 1) * 64 * 128);
+  Spec deterministic = s;
+  deterministic.deterministic = true;
+  CHECK(rt::backward_scratch(rt::plan_backward(deterministic, "sm_90a", {}), f).size() == 1);
 }
 
 TEST_CASE("plan: the backward's TMA traits need dO's rows 16-byte aligned too") {
