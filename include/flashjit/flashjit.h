@@ -94,10 +94,9 @@ struct Spec {
   // the sm80 kernels. Other targets always run the sm80 kernels.
   bool warp_specialization = true;
   // backward.deterministic: Kernel::backward must give bitwise-identical dQ, dK, dV on every
-  // run and stream. false lets a path trade that for speed (dQ summed with atomics); today's
-  // backward is deterministic either way: its separate dQ kernel (sm80) measured faster on an
-  // H200 than dQ added up with atomics in the dK/dV kernel (bench/NOTES.md, entry 18), and
-  // the sm90 kernels have the same structure.
+  // run and stream (a separate dQ kernel walks its key tiles in order). false lets a path
+  // trade that for speed: on sm_90a, calls without cu_seqlens whose dK and dV fit one CTA add
+  // dQ up in the dK/dV kernel with fp32 bulk reductions (bench/NOTES.md, entry 22).
   bool deterministic = false;
   DecodeMode decode = DecodeMode::Auto;  // decode: auto | always | never
   Tiles tiles;                       // auto unless given
@@ -217,7 +216,8 @@ BlockLayout block_layout_from_dense(const std::vector<uint8_t>& visible, int bat
 // the output's gradient dO (O's layout) in, and dQ, dK, dV out in Q's, K's and V's layouts
 // (dK/dV summed over the query heads of a GQA group). Every dQ, dK and dV element is written,
 // zero where no visible (query, key) pair reaches it. With Spec::deterministic the gradients
-// are bitwise the same on every run and stream (today they are without it too).
+// are bitwise the same on every run and stream; without it dQ may differ in its last bits
+// from run to run (the order of fp32 sums).
 struct BackwardArgs {
   ForwardArgs forward;  // q, k, v, o and lse (required), shape, strides, masks, varlen
   const void* d_o = nullptr;
