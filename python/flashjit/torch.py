@@ -133,11 +133,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     bfloat16; GQA when heads_kv divides heads_q): returns o [batch, seqlen_q, heads_q,
     head_dim_v], with return_lse also lse [batch, heads_q, seqlen_q] float32, which carries
     no gradient. Through the flashjit::forward op, so torch.compile keeps it in its graph, and
-    its gradient through flashjit::backward (deterministic: bitwise the same every run).
+    its gradient through flashjit::backward.
 
     causal is bottom-right aligned (query i sees key j when j <= i + seqlen_k - seqlen_q);
     window=(left, right) is the sliding window of configs/README.md; deterministic=True asks
-    the spec for a deterministic backward (today's backward is deterministic either way).
+    the spec for a deterministic backward, bitwise the same every run (without it, on sm_90a,
+    dQ may differ in its last bits: the dK/dV kernel adds it up in fp32 in any order).
     kernel: a flashjit.Kernel of any spec (made outside a compiled region), which then replaces
     causal, window and deterministic; block_counts / block_indices are its block_sparse
     layout; cu_seqlens_* / max_seqlen_* a varlen batch (see flashjit.Kernel).
