@@ -49,19 +49,18 @@ void check_backward_args(const Spec& spec, const BackwardArgs& args) {
 std::vector<ScratchBuffer> backward_scratch(const OperationPlan& op, const ForwardArgs& args) {
   // With cu_seqlens the rows are the packed total, which the host may not know: the batch
   // of longest sequences bounds it.
-  const size_t rows = (args.cu_seqlens_q != nullptr && args.total_q > 0
-                           ? static_cast<size_t>(args.total_q)
-                           : static_cast<size_t>(args.batch) * static_cast<size_t>(args.seqlen_q)) *
-                      static_cast<size_t>(args.heads_q);
-  std::vector<ScratchBuffer> scratch = {{"d_rows", sizeof(float) * rows}};
-  // dq_accum: blocks of fj::budget::kDqAccumTileRows rows a (head, query tile), as wide as the dK/dV
-  // kernel's column splits together, a head's rows / kDqTileRows + batch + 1 blocks apart
-  // (templates/attn/dq_accum.cuh).
+  const size_t rows = args.cu_seqlens_q != nullptr && args.total_q > 0
+                          ? static_cast<size_t>(args.total_q)
+                          : static_cast<size_t>(args.batch) * static_cast<size_t>(args.seqlen_q);
+  const size_t heads = static_cast<size_t>(args.heads_q);
+  std::vector<ScratchBuffer> scratch = {{"d_rows", sizeof(float) * rows * heads}};
+  // dq_accum: blocks of kDqAccumTileRows rows a (head, query tile), as wide as the dK/dV
+  // kernel's column splits together, a head's rows / kDqAccumTileRows + batch + 1 blocks
+  // apart (templates/attn/dq_accum.cuh).
   for (const gen::Plan& plan : op.launches) {
     if (!plan.path->accumulates_dq) continue;
-    const size_t head_rows = rows / static_cast<size_t>(args.heads_q);
-    const size_t blocks = (head_rows / fj::budget::kDqAccumTileRows + static_cast<size_t>(args.batch) + 1) *
-                          static_cast<size_t>(args.heads_q);
+    const size_t blocks =
+        (rows / fj::budget::kDqAccumTileRows + static_cast<size_t>(args.batch) + 1) * heads;
     const size_t block_floats = static_cast<size_t>(fj::budget::kDqAccumTileRows) *
                                 static_cast<size_t>(plan.dk_slice * plan.dv_splits);
     scratch.push_back({"dq_accum", sizeof(float) * blocks * block_floats});

@@ -40,6 +40,10 @@ struct LoadedVariant {
 
 // What an operation's plan depends on: the operation, the call's traits and the tiles.
 using OperationKey = std::tuple<gen::Operation, gen::CallTraits, int, int, int, int>;
+OperationKey operation_key(gen::Operation operation, const gen::CallTraits& call,
+                           const Tiles& tiles) {
+  return {operation, call, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages};
+}
 
 // An operation's plan with the loaded kernel of each launch, in the same order.
 struct LoadedOperation {
@@ -120,10 +124,19 @@ class JitKernel final : public Kernel {
     return rt::workspace_bytes(rt::decode_scratch(spec_, args, splits));
   }
 
+  // Sized by the plan backward() runs: the loaded one once a backward of these traits ran
+  // (the query precedes every call that passes a workspace, so planning it anew each time
+  // would sit on that path), else planned here without compiling.
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
-    const rt::OperationPlan op =
-        rt::plan_backward(spec_, target_, rt::backward_call_traits(spec_, args));
-    return rt::workspace_bytes(rt::backward_scratch(op, args.forward));
+    const gen::CallTraits call = rt::backward_call_traits(spec_, args);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto found = operations_.find(operation_key(gen::Operation::Backward, call, Tiles{}));
+      if (found != operations_.end())
+        return rt::workspace_bytes(rt::backward_scratch(found->second.plan, args.forward));
+    }
+    return rt::workspace_bytes(
+        rt::backward_scratch(rt::plan_backward(spec_, target_, call), args.forward));
   }
 
   void merge(const MergeArgs& args, void* stream) override {
@@ -264,8 +277,7 @@ class JitKernel final : public Kernel {
   const LoadedOperation& operation_for(gen::Operation operation, const gen::CallTraits& call,
                                        const Tiles& tiles) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const OperationKey key{operation, call, tiles.block_m, tiles.block_n, tiles.warps,
-                           tiles.stages};
+    const OperationKey key = operation_key(operation, call, tiles);
     if (auto found = operations_.find(key); found != operations_.end()) return found->second;
     LoadedOperation op;
     switch (operation) {
