@@ -107,7 +107,9 @@ class Kernel:
         contiguous CUDA buffer of at least backward_workspace_bytes(...) bytes; for torch
         tensors it is taken from torch's allocator when not given (so CUDA graphs and
         torch.cuda.max_memory_allocated see it), otherwise the runtime takes it from the GPU's
-        stream-ordered pool. Deterministic: bitwise the same on every run and stream.
+        stream-ordered pool. Bitwise the same on every run and stream when the spec sets
+        backward.deterministic; without it, on sm_90a, dQ may differ in its last bits (the
+        dK/dV kernel adds it up in fp32 in any order).
         """
         d_q = empty(q, "d_q", q.shape) if d_q is None else d_q
         d_k = empty(k, "d_k", k.shape) if d_k is None else d_k

@@ -11,10 +11,11 @@ namespace fj {
 
 // dq_accum is a block of kDqTileRows rows a (query head, query tile), each the shares of the
 // kernel's column splits and consumers side by side (kDqTileRows x a share's width floats
-// each), so that a share is one contiguous range for one bulk reduction. Sequence b's tiles start at block
-// q_start / kDqTileRows + b of its head (never overlapping the sequence before), a head's
-// blocks rows / kDqTileRows + batch + 1 apart, where rows is the packed total (varlen) or
-// batch * seqlen_q. The host sizes it by the same rule (runtime/backward_params.cpp).
+// each), so that a share is one contiguous range for one bulk reduction. Sequence b's tiles
+// start at block q_start / kDqTileRows + b of its head (never overlapping the sequence
+// before), a head's blocks rows / kDqTileRows + batch + 1 apart, where rows is the packed
+// total (varlen) or batch * seqlen_q. The host sizes it by the same rule
+// (runtime/backward_params.cpp).
 enum : int { kDqTileRows = budget::kDqAccumTileRows };
 template <bool kVarlen>
 __device__ __forceinline__ long long dq_tile_index(const AttnParams& p, const Sequence& s,

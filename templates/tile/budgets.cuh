@@ -90,9 +90,9 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
 // The dQ-accumulating variant adds dq_bytes: two tiles of dS^T (block_n keys x block_m
 // queries) and each consumer's fp32 dQ tile staged for its bulk reduction (room for the wider
-// share). The consumers split the dQ columns (bwd_dkdv_sm90_dq_cols0: the first's share, inside one
-// 64-column panel or whole panels); the dQ accumulator lives while S^T and dP^T do not, so
-// the register rule is the same.
+// share). The consumers split the dQ columns (bwd_dkdv_sm90_dq_cols0: the first's share,
+// inside one 64-column panel or whole panels); the dQ accumulator lives while S^T and dP^T
+// do not, so the register rule is the same.
 enum : int { kBwdDkDvSm90DsBuffers = 2 };
 // The rows of a block of the dQ accumulator (attn/dq_accum.cuh): the variant's query tile.
 enum : int { kDqAccumTileRows = 64 };
