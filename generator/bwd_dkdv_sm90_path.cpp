@@ -107,11 +107,9 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
 }
 
 // The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
-// a sum of reductions in whatever order the CTAs reach them), and without cu_seqlens: its
-// varlen kernel failed the GPU test before the key mask covered keys past a sequence's end,
-// and has not run on the GPU since (bench/NOTES.md entry 22).
+// a sum of reductions in whatever order the CTAs reach them).
 bool serves_with_dq(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return !spec.deterministic && !call.varlen && serves_calls(spec, target, call) &&
+  return !spec.deterministic && serves_calls(spec, target, call) &&
          some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq);
 }
 

@@ -61,19 +61,21 @@ autograd_check() {
 
 # compute-sanitizer's three tools over a small call of every kernel path: the sm90 and sm80
 # forwards (warp specialisation on and off), the backward's launches on both paths (ws: the
-# sm90 dK/dV and dQ kernels; sm80 and bsparse: the sm80 ones) and decode (one query row
-# against 4000 keys: the split kernel and the combine), each tool failing the step on any
-# finding.
+# sm90 dK/dV kernel that adds dQ up, and the conversion; det: the deterministic sm90 dK/dV
+# and dQ kernels; sm80 and bsparse: the sm80 ones), decode (one query row against 4000 keys:
+# the split kernel and the combine) and the merge (its GPU test case), each tool failing the
+# step on any finding.
 sanitize_paths() {
   local spec_dir rc=0
   spec_dir=$(mktemp -d)
   printf 'name: san_ws\nhead_dim: 128\ncausal: true\n' >"$spec_dir/ws.yaml"
+  printf 'name: san_det\nhead_dim: 96\nbackward: {deterministic: true}\n' >"$spec_dir/det.yaml"
   printf 'name: san_sm80\nhead_dim: 100\nhopper: {warp_specialization: false}\n' >"$spec_dir/sm80.yaml"
   printf 'name: san_bsparse\nhead_dim_qk: 192\nhead_dim_v: 128\nmask: {block_sparse: {block_q: 128, block_k: 128}}\n' \
     >"$spec_dir/bsparse.yaml"
   local tool spec mode
   for tool in memcheck racecheck synccheck; do
-    for spec in ws sm80 bsparse; do
+    for spec in ws det sm80 bsparse; do
       for mode in "" --backward; do
         echo "-- $tool $spec $mode"
         compute-sanitizer --tool "$tool" --error-exitcode 1 "$build/flashjit" run \
@@ -85,6 +87,9 @@ sanitize_paths() {
     compute-sanitizer --tool "$tool" --error-exitcode 1 "$build/flashjit" run \
       "$spec_dir/ws.yaml" --batch 2 --heads 8 --heads-kv 2 --seqlen-q 1 --seqlen-k 4000 \
       --iters 0 || rc=1
+    echo "-- $tool merge"
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$build/tests/flashjit_gpu_tests" \
+      -tc='merge*' || rc=1
   done
   rm -rf "$spec_dir"
   return $rc

@@ -95,8 +95,8 @@ struct Spec {
   bool warp_specialization = true;
   // backward.deterministic: Kernel::backward must give bitwise-identical dQ, dK, dV on every
   // run and stream (a separate dQ kernel walks its key tiles in order). false lets a path
-  // trade that for speed: on sm_90a, calls without cu_seqlens whose dK and dV fit one CTA add
-  // dQ up in the dK/dV kernel with fp32 bulk reductions (bench/NOTES.md, entry 22).
+  // trade that for speed: on sm_90a, calls whose dK and dV fit one CTA add dQ up in the
+  // dK/dV kernel with fp32 bulk reductions (bench/NOTES.md, entry 22).
   bool deterministic = false;
   DecodeMode decode = DecodeMode::Auto;  // decode: auto | always | never
   Tiles tiles;                       // auto unless given

@@ -241,7 +241,7 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
     CHECK(op.launches[2].dv_splits == op.launches[1].dv_splits);
   }
-  // Split columns, one ring slot, cu_seqlens, block masks and deterministic specs take the
+  // Split columns, one ring slot, block masks and deterministic specs take the
   // two deterministic kernels.
   for (const auto& [dqk, dv] : {std::pair{136, 136}, {192, 128}, {192, 192}, {256, 256}, {64, 256}}) {
     INFO(dqk, "/", dv);
@@ -250,8 +250,8 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].path->id == KernelPath::BwdDqSm90);
   }
   const rt::OperationPlan varlen = rt::plan_backward(spec_of(128, 128), "sm_90a", {.varlen = true});
-  CHECK(varlen.launches[1].path->id == KernelPath::BwdDkDvSm90);
-  CHECK(varlen.launches[2].path->id == KernelPath::BwdDqSm90);
+  CHECK(varlen.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
+  CHECK(varlen.launches[2].path->id == KernelPath::BwdDqConvert);
   // The variant's rules name what they refuse.
   const PaddedDims d128 = padded_dims(spec_of(128, 128));
   const KernelPathInfo& dq = kernel_path(KernelPath::BwdDkDvDqSm90);
