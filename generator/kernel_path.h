@@ -118,8 +118,10 @@ std::string warp_a_row_problem(const PaddedDims& dims, const Tiles& tiles,
                                const std::string& target);
 std::string warps_label(const Tiles& tiles);
 // The extern "C" entry of a kernel that takes one parameter struct: `params_type` by value,
-// passed to the device function template `function`<KernelConfig>.
-std::string struct_entry(const Plan& plan, const char* params_type, const char* function);
+// passed to the device function template `function`<KernelConfig>. `min_ctas` > 0 adds the
+// CTAs an SM should hold to the launch bounds.
+std::string struct_entry(const Plan& plan, const char* params_type, const char* function,
+                         int min_ctas = 0);
 // Does `problem` accept any of `preferred` on `target` (a path's serves(): dims its tiles hold)?
 bool some_tiles_fit(std::span<const Tiles> preferred, const PaddedDims& dims,
                     const std::string& target,

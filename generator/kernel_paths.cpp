@@ -88,12 +88,15 @@ std::string warp_a_row_problem(const PaddedDims&, const Tiles& t, const std::str
 
 std::string warps_label(const Tiles& t) { return fmt::format("w{}", t.warps); }
 
-std::string struct_entry(const Plan& plan, const char* params_type, const char* function) {
+std::string struct_entry(const Plan& plan, const char* params_type, const char* function,
+                         int min_ctas) {
+  const std::string bounds = min_ctas > 0 ? fmt::format("{}, {}", plan.threads, min_ctas)
+                                          : std::to_string(plan.threads);
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const {} params) {{\n"
       "  {}<KernelConfig>(params);\n"
       "}}\n",
-      plan.threads, plan.kernel_name, params_type, function);
+      bounds, plan.kernel_name, params_type, function);
 }
 
 bool some_tiles_fit(std::span<const Tiles> preferred, const PaddedDims& dims,

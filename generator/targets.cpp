@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "flashjit/flashjit.h"
 
 namespace flashjit::gen {
@@ -9,11 +11,18 @@ namespace {
 
 struct TargetInfo {
   const char* name;
-  int max_shared;  // opt-in dynamic shared memory per CTA, bytes
+  int max_shared;     // opt-in dynamic shared memory per CTA, bytes
+  int shared_per_sm;  // shared memory an SM holds, bytes
+  int threads_per_sm;
 };
-// sm_80 (A100): 163 KB; sm_86/sm_89 (consumer Ampere, Ada): 99 KB; sm_90a (H100/H200): 227 KB.
-constexpr TargetInfo kTargets[] = {
-    {"sm_80", 166912}, {"sm_86", 101376}, {"sm_89", 101376}, {"sm_90a", 232448}};
+// Per CTA, sm_80 (A100): 163 KB of 164 an SM; sm_86/sm_89 (consumer Ampere, Ada): 99 KB of 100;
+// sm_90a (H100/H200): 227 KB of 228.
+constexpr TargetInfo kTargets[] = {{"sm_80", 166912, 167936, 2048},
+                                   {"sm_86", 101376, 102400, 1536},
+                                   {"sm_89", 101376, 102400, 1536},
+                                   {"sm_90a", 232448, 233472, 2048}};
+// Shared memory the system reserves for each resident CTA (8.x and 9.0).
+constexpr int kSharedReservedPerCta = 1024;
 
 const TargetInfo* find_target(const std::string& target) {
   for (const auto& t : kTargets)
@@ -52,6 +61,14 @@ std::string target_for_device(int cc_major, int cc_minor) {
 int max_shared_bytes(const std::string& target) {
   require_known_target(target);
   return find_target(target)->max_shared;
+}
+
+int resident_ctas(const std::string& target, int shared_bytes, int threads) {
+  require_known_target(target);
+  const TargetInfo& t = *find_target(target);
+  const int by_shared = t.shared_per_sm / (shared_bytes + kSharedReservedPerCta);
+  const int by_threads = t.threads_per_sm / threads;
+  return std::max(1, std::min(by_shared, by_threads));
 }
 
 }  // namespace flashjit::gen

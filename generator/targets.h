@@ -16,5 +16,8 @@ void require_known_target(const std::string& target);
 std::string target_for_device(int cc_major, int cc_minor);
 // Max dynamic shared memory per CTA on a target (opt-in limit).
 int max_shared_bytes(const std::string& target);
+// The CTAs of `threads` threads and `shared_bytes` of dynamic shared memory that one SM of
+// the target holds at once (at least 1), as shared memory and threads allow.
+int resident_ctas(const std::string& target, int shared_bytes, int threads);
 
 }  // namespace flashjit::gen

@@ -68,6 +68,9 @@ REGRESSIONS = [
     (81, 81, "window", "bf16", "sm_80"),
     (96, 96, "window", "fp16", "sm_80"),
     (96, 96, "block_sparse", "bf16", "sm_80"),
+    (33, 33, "causal", "fp16", "sm_80"),
+    (34, 34, "causal", "bf16", "sm_80"),
+    (192, 128, "pattern", "bf16", "sm_80"),
 ]
 
 

@@ -7,9 +7,11 @@
 #include <string>
 
 #include "flashjit/flashjit.h"
+#include "generator/emit.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/kernel_path.h"
 #include "generator/plan.h"
+#include "generator/targets.h"
 #include "generator/tile_rules.h"
 #include "runtime/kernel_compiler.h"
 #include "tests/cpu/runtime_test_support.h"
@@ -88,6 +90,36 @@ TEST_CASE("heuristic: the kernels whose heuristic tiles spilled compile clean (N
     CHECK(report.spill_store_bytes == 0);
     CHECK(report.spill_load_bytes == 0);
   }
+  // These spilled at ptxas's own aim of three CTAs (168 registers) before the launch bounds
+  // named the CTAs shared memory allows: qk33 causal m128 n64 w4 s3, 4 bytes; 192/128 with
+  // the pattern m64 n64 w4, 12 bytes.
+  for (const char* yaml : {"head_dim: 33\ncausal: true\n",
+                           "head_dim_qk: 192\nhead_dim_v: 128\nmask: {pattern: {kind: "
+                           "global_local, block: 64, global_blocks: 2, window_blocks: 3}}\n"}) {
+    const Plan plan = make_plan(Spec::from_yaml(yaml), "sm_80");
+    CAPTURE(plan.kernel_name);
+    const CompileReport report = compile(plan);
+    CHECK(report.spill_store_bytes == 0);
+    CHECK(report.spill_load_bytes == 0);
+  }
+}
+
+TEST_CASE("heuristic: the sm80 forward's launch bounds name the CTAs shared memory allows "
+          "where they leave a thread 255 registers") {
+  CHECK(resident_ctas("sm_80", 57344, 128) == 2);
+  CHECK(resident_ctas("sm_90a", 57344, 128) == 4);
+  CHECK(resident_ctas("sm_86", 111616, 128) == 1);  // at least one, even past the SM's
+  CHECK(resident_ctas("sm_90a", 0, 256) == 8);       // threads bound it
+  const auto entry_bounds = [](const char* yaml, const char* target) {
+    const std::string source = emit_source(make_plan(Spec::from_yaml(yaml), target));
+    const size_t at = source.find("__launch_bounds__(");
+    return source.substr(at, source.find(')', at) - at + 1);
+  };
+  // Two CTAs of 128 threads on sm_80: 255 registers each still fit.
+  CHECK(entry_bounds("head_dim: 33\ncausal: true\n", "sm_80") == "__launch_bounds__(128, 2)");
+  // Four on sm_90a would cap a thread at 128: ptxas's own aim stands.
+  CHECK(entry_bounds("head_dim: 33\ncausal: true\nhopper: {warp_specialization: false}\n",
+                     "sm_90a") == "__launch_bounds__(128)");
 }
 
 }  // namespace flashjit::gen
