@@ -99,8 +99,9 @@ BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args,
   params.dv_batch_stride = args.d_v_stride.batch;
   params.dv_seq_stride = args.d_v_stride.seq;
   params.dv_head_stride = args.d_v_stride.head;
-  params.d_rows = static_cast<float*>(buffers[0]);
-  params.dq_accum = buffers.size() > 1 ? static_cast<float*>(buffers[1]) : nullptr;
+  params.d_rows = static_cast<float*>(buffers[kDRowsScratch]);
+  params.dq_accum =
+      buffers.size() > kDqAccumScratch ? static_cast<float*>(buffers[kDqAccumScratch]) : nullptr;
   return params;
 }
 

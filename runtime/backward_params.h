@@ -15,9 +15,11 @@ namespace flashjit::rt {
 // LSE and the gradients' pointers, alignment and strides.
 void check_backward_args(const Spec& spec, const BackwardArgs& args);
 
-// The scratch the launches of `op` pass between them, sized from the call: D (one float a
-// query row and head, in LSE's layout), then, when the dK/dV launch accumulates dQ,
-// dq_accum (d_qk_pad floats a row).
+// The scratch the launches of `op` pass between them, sized from the call, in this order:
+// D (one float a query row and head, in LSE's layout), then, when the dK/dV launch
+// accumulates dQ, dq_accum (the launch's column splits' width in floats a row, which the
+// runtime zeroes before the launches).
+enum BackwardScratchIndex : size_t { kDRowsScratch = 0, kDqAccumScratch = 1 };
 std::vector<ScratchBuffer> backward_scratch(const OperationPlan& op, const ForwardArgs& args);
 // Throws Error(Shape) if the caller's workspace (when not null) is smaller than `scratch`
 // takes or not 256-byte aligned.

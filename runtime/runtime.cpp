@@ -103,7 +103,8 @@ class JitKernel final : public Kernel {
     const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
     BwdParams params = rt::make_bwd_params(spec_, args, buffers);
     if (params.dq_accum != nullptr)
-      driver.zero_async(reinterpret_cast<rt::DevicePtr>(params.dq_accum), scratch[1].bytes, stream);
+      driver.zero_async(reinterpret_cast<rt::DevicePtr>(params.dq_accum),
+                        scratch[rt::kDqAccumScratch].bytes, stream);
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
       const rt::LaunchGeometry g = rt::launch_geometry(plan, args.forward, device_.sm_count);

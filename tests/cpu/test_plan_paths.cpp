@@ -284,10 +284,10 @@ TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accum
   const std::vector<rt::ScratchBuffer> fused =
       rt::backward_scratch(rt::plan_backward(s, "sm_90a", {}), f);
   REQUIRE(fused.size() == 2);
-  CHECK(fused[0].bytes == 4 * 600 * 8);  // D: a float a row and head
+  CHECK(fused[rt::kDRowsScratch].bytes == 4 * 600 * 8);  // D: a float a row and head
   // A head's 600 / 64 + batch + 1 blocks of 64 rows x 128 columns (templates/attn/dq_accum.cuh).
-  CHECK(fused[1].name == "dq_accum");
-  CHECK(fused[1].bytes == size_t{4} * 8 * (600 / 64 + 2 + 1) * 64 * 128);
+  CHECK(fused[rt::kDqAccumScratch].name == "dq_accum");
+  CHECK(fused[rt::kDqAccumScratch].bytes == size_t{4} * 8 * (600 / 64 + 2 + 1) * 64 * 128);
   Spec deterministic = s;
   deterministic.deterministic = true;
   CHECK(rt::backward_scratch(rt::plan_backward(deterministic, "sm_90a", {}), f).size() == 1);
