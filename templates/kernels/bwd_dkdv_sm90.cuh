@@ -48,6 +48,7 @@ template <class Cfg, bool kAccumulateDq>
 struct Sm90BwdDkDvLayoutOf {
   using Element = typename Cfg::Element;
   static constexpr int kThreads = 384;      // producer + two consumer warp groups
+  static constexpr int kConsumerThreads = 256;  // the two consumer warp groups
   static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
   static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes);  // K's
   static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes);    // V's
@@ -413,6 +414,7 @@ template <class Cfg, bool kDq>
 __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const TmaDesc* tm_q,
                                                    const TmaDesc* tm_k, const TmaDesc* tm_v,
                                                    const TmaDesc* tm_do) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
@@ -433,7 +435,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
       // Every consumer thread arrives once its reads of the slot are done: the LSE and D rows
       // are read by every lane (one lane's arrival after a __syncwarp would order them too,
       // but compute-sanitizer's racecheck credits a release only to the threads that arrive).
-      mbar_init(sm.empty(slot), 256);
+      mbar_init(sm.empty(slot), L::kConsumerThreads);
     }
     mbar_fence_init();
   }

@@ -241,8 +241,8 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
     CHECK(op.launches[2].dv_splits == op.launches[1].dv_splits);
   }
-  // Split columns, one ring slot, block masks and deterministic specs take the
-  // two deterministic kernels.
+  // Split columns, one ring slot, block masks and deterministic specs take the two
+  // deterministic kernels.
   for (const auto& [dqk, dv] : {std::pair{136, 136}, {192, 128}, {192, 192}, {256, 256}, {64, 256}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
