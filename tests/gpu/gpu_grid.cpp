@@ -75,9 +75,12 @@ std::vector<Spec> window_specs() {
     int left, right;
     bool causal;
   };
-  // Bands narrower and wider than a key block, one-sided and two-sided, the diagonal alone.
-  const Window windows[] = {{37, 5, false}, {200, 0, true}, {0, 0, true}, {1000, 300, false},
-                            {5, 70, false}};
+  // Bands narrower and wider than a key block, one-sided and two-sided, the diagonal alone,
+  // and the largest a spec allows (2^30 each side: row + left and row - right must not wrap).
+  constexpr int kMaxSpan = 1 << 30;
+  const Window windows[] = {{37, 5, false},  {200, 0, true},          {0, 0, true},
+                            {1000, 300, false}, {5, 70, false},        {kMaxSpan, kMaxSpan, false},
+                            {kMaxSpan, 0, true}};
   std::vector<Spec> specs;
   bool bf16 = true;
   for (const auto& [dqk, dv] : std::vector<std::pair<int, int>>{{64, 64}, {100, 100}, {128, 128},

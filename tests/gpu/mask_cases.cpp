@@ -149,6 +149,10 @@ std::vector<Spec> pattern_specs() {
       // Blocks of two sm90 CTAs and of two sm90 key tiles (n128 at d 96, n64 at d 200).
       pattern_spec(96, DType::BF16, true, {K::Strided, 256, 0, 2, 0}),
       pattern_spec(200, DType::F16, false, {K::GlobalLocal, 128, 1, 0, 1}),
+      // The largest counts a spec allows (2^30 blocks): block arithmetic must not wrap.
+      pattern_spec(64, DType::BF16, true, {K::Local, 64, 1 << 30, 0, 0}),
+      pattern_spec(128, DType::F16, false, {K::Strided, 64, 0, 1 << 30, 0}),
+      pattern_spec(96, DType::BF16, false, {K::GlobalLocal, 32, 1 << 30, 0, 1 << 30}),
   };
 }
 
