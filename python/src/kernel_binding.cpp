@@ -39,35 +39,27 @@ class PyKernel {
     return kernel;
   }
 
-  void forward(const InTensor& q, const InTensor& k, const InTensor& v, const OutTensor& o,
-               const std::optional<OutTensor>& lse, const CallOptions& options,
-               uintptr_t stream) {
+  void forward(const ForwardTensors& tensors, const CallOptions& options, uintptr_t stream) {
     int device = -1;
-    const ForwardArgs args = forward_args(spec_, q, k, v, o, lse, options, device);
+    const ForwardArgs args = forward_args(spec_, tensors, options, device);
     std::shared_ptr<Kernel> kernel = on(device);
     nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
     kernel->forward(args, reinterpret_cast<void*>(stream));
   }
 
-  void backward(const InTensor& q, const InTensor& k, const InTensor& v, const InTensor& o,
-                const InTensor& lse, const InTensor& d_o, const OutTensor& d_q,
-                const OutTensor& d_k, const OutTensor& d_v, const CallOptions& options,
+  void backward(const BackwardTensors& tensors, const CallOptions& options,
                 const std::optional<OutTensor>& workspace, uintptr_t stream) {
     int device = -1;
-    BackwardArgs args = backward_args(spec_, q, k, v, o, lse, d_o, d_q, d_k, d_v, options, device);
-    if (workspace) set_workspace(args, *workspace, device);
+    BackwardArgs args = backward_args(spec_, tensors, options, device);
+    if (workspace) set_workspace(args, view_of("workspace", *workspace), workspace->nbytes(), device);
     std::shared_ptr<Kernel> kernel = on(device);
     nb::gil_scoped_release release;
     kernel->backward(args, reinterpret_cast<void*>(stream));
   }
 
-  size_t backward_workspace_bytes(const InTensor& q, const InTensor& k, const InTensor& v,
-                                  const InTensor& o, const InTensor& lse, const InTensor& d_o,
-                                  const OutTensor& d_q, const OutTensor& d_k,
-                                  const OutTensor& d_v, const CallOptions& options) {
+  size_t backward_workspace_bytes(const BackwardTensors& tensors, const CallOptions& options) {
     int device = -1;
-    const BackwardArgs args =
-        backward_args(spec_, q, k, v, o, lse, d_o, d_q, d_k, d_v, options, device);
+    const BackwardArgs args = backward_args(spec_, tensors, options, device);
     return on(device)->backward_workspace_bytes(args);
   }
 
@@ -108,15 +100,37 @@ class PyKernel {
   std::map<int, std::shared_ptr<Kernel>> kernels_;
 };
 
-CallOptions call_options(float softmax_scale, std::optional<InTensor> block_counts,
-                         std::optional<InTensor> block_indices,
-                         std::optional<InTensor> cu_seqlens_q,
-                         std::optional<InTensor> cu_seqlens_k, int max_seqlen_q,
-                         int max_seqlen_k, std::optional<InTensor> cache_seqlens = std::nullopt,
-                         std::optional<InTensor> block_table = std::nullopt) {
-  return {softmax_scale,          std::move(block_counts), std::move(block_indices),
-          std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
-          max_seqlen_k,           std::move(cache_seqlens), std::move(block_table)};
+template <typename Array>
+std::optional<TensorView> optional_view(const char* name, const std::optional<Array>& a) {
+  return a ? std::optional<TensorView>(view_of(name, *a)) : std::nullopt;
+}
+
+// The options of a call through DLPack capsules; the views borrow from the arrays, which
+// live until the bound function returns.
+CallOptions call_options(float softmax_scale, const std::optional<InTensor>& block_counts,
+                         const std::optional<InTensor>& block_indices,
+                         const std::optional<InTensor>& cu_seqlens_q,
+                         const std::optional<InTensor>& cu_seqlens_k, int max_seqlen_q,
+                         int max_seqlen_k,
+                         const std::optional<InTensor>& cache_seqlens = std::nullopt,
+                         const std::optional<InTensor>& block_table = std::nullopt) {
+  return {softmax_scale,
+          optional_view("block_counts", block_counts),
+          optional_view("block_indices", block_indices),
+          optional_view("cu_seqlens_q", cu_seqlens_q),
+          optional_view("cu_seqlens_k", cu_seqlens_k),
+          max_seqlen_q,
+          max_seqlen_k,
+          optional_view("cache_seqlens", cache_seqlens),
+          optional_view("block_table", block_table)};
+}
+
+BackwardTensors backward_tensors(const InTensor& q, const InTensor& k, const InTensor& v,
+                                 const InTensor& o, const InTensor& lse, const InTensor& d_o,
+                                 const OutTensor& d_q, const OutTensor& d_k, const OutTensor& d_v) {
+  return {view_of("q", q),     view_of("k", k),     view_of("v", v),
+          view_of("o", o),     view_of("lse", lse), view_of("d_o", d_o),
+          view_of("d_q", d_q), view_of("d_k", d_k), view_of("d_v", d_v)};
 }
 
 }  // namespace
@@ -135,11 +149,11 @@ void bind_kernel(nb::module_& m) {
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
              int max_seqlen_q, int max_seqlen_k, std::optional<InTensor> cache_seqlens,
              std::optional<InTensor> block_table, uintptr_t stream) {
-            self.forward(q, k, v, o, lse,
-                         call_options(softmax_scale, std::move(block_counts),
-                                      std::move(block_indices), std::move(cu_seqlens_q),
-                                      std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k,
-                                      std::move(cache_seqlens), std::move(block_table)),
+            self.forward({view_of("q", q), view_of("k", k), view_of("v", v), view_of("o", o),
+                          optional_view("lse", lse)},
+                         call_options(softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                                      cu_seqlens_k, max_seqlen_q, max_seqlen_k, cache_seqlens,
+                                      block_table),
                          stream);
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none() = nb::none(), nb::kw_only(),
@@ -160,10 +174,9 @@ void bind_kernel(nb::module_& m) {
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
              int max_seqlen_q, int max_seqlen_k, std::optional<OutTensor> workspace,
              uintptr_t stream) {
-            self.backward(q, k, v, o, lse, d_o, d_q, d_k, d_v,
-                          call_options(softmax_scale, std::move(block_counts),
-                                       std::move(block_indices), std::move(cu_seqlens_q),
-                                       std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k),
+            self.backward(backward_tensors(q, k, v, o, lse, d_o, d_q, d_k, d_v),
+                          call_options(softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                                       cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                           workspace, stream);
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, "d_q"_a, "d_k"_a, "d_v"_a, nb::kw_only(),
@@ -182,10 +195,9 @@ void bind_kernel(nb::module_& m) {
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
              int max_seqlen_q, int max_seqlen_k) {
             return self.backward_workspace_bytes(
-                q, k, v, o, lse, d_o, d_q, d_k, d_v,
-                call_options(softmax_scale, std::move(block_counts), std::move(block_indices),
-                             std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
-                             max_seqlen_k));
+                backward_tensors(q, k, v, o, lse, d_o, d_q, d_k, d_v),
+                call_options(softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                             cu_seqlens_k, max_seqlen_q, max_seqlen_k));
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, "d_q"_a, "d_k"_a, "d_v"_a, nb::kw_only(),
           "softmax_scale"_a = 0.f, "block_counts"_a.none() = nb::none(),
