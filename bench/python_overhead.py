@@ -6,6 +6,8 @@ A tiny kernel (batch 1, 128 rows, 1 head, head dim 64, bf16) is launched `--call
 row and the loop is timed on the host without waiting for the GPU: launches are asynchronous,
 and fewer calls than the driver's launch queue holds never block, so the time is the host's.
 Median of `--rounds` rounds. Needs a GPU, torch and the built package (README, "Python").
+flashjit.Kernel hands torch tensors to the extension through DLPack's C exchange API where torch
+has it (2.10 on), else as DLPack capsules (the _core Kernel.forward line).
 
     python bench/python_overhead.py [--lib build/capi/libflashjit_c.so]
 """
@@ -55,6 +57,11 @@ def main():
     paths = {
         "C ABI, arguments built once (the C++ launch)": c_kernel.launcher(q, k, v, o, None, 0.0, stream),
         "flashjit._core Kernel.forward (DLPack + checks)": lambda: kern._core.forward(q, k, v, o, stream=stream),
+    }
+    if hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):  # the path flashjit.Kernel takes
+        paths["flashjit._core Kernel.forward_exchange (+ checks)"] = lambda: kern._core.forward_exchange(
+            q, k, v, o, None, 0.0, None, None, None, None, 0, 0, None, None, stream)
+    paths |= {
         "flashjit.Kernel(q, k, v, out=o)": lambda: kern(q, k, v, out=o),
         "flashjit.Kernel(q, k, v) (allocates o)": lambda: kern(q, k, v),
         "flashjit.attention(q, k, v)": lambda: flashjit.attention(q, k, v),
@@ -66,6 +73,12 @@ def main():
           f"rounds of {args.calls} calls:")
     for name, us in times.items():
         print(f"  {name:<50} {us:7.2f} us   +{us - base:6.2f} us")
+    # The allocation flashjit.Kernel makes for o, and the free of the o before it, without a launch.
+    alloc_us = host_us_per_call(lambda: q.new_empty(1, 128, 1, 64), args.calls, args.rounds)
+    print(f"  {'(torch allocation of o alone: q.new_empty)':<50} {alloc_us:7.2f} us")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        print(f"torch {torch.__version__} has no DLPack exchange API: flashjit.Kernel took the "
+              "DLPack capsule path")
     over = times["flashjit.Kernel(q, k, v) (allocates o)"] - base
     print(f"package overhead (flashjit.Kernel allocating o) above the C++ launch: {over:.2f} us "
           f"({'within' if over <= 10 else 'over'} issue 17's 10 us)")

@@ -102,6 +102,11 @@ class Kernel:
         Kernel::forward on `stream` (a CUstream as an integer, 0: the default stream) with the tensors' device, dtype, shapes and strides checked against the spec; a KV cache (cache_seqlens, block_table) runs decode.
         """
 
+    def forward_exchange(self, q: object | None, k: object | None, v: object | None, o: object | None, lse: object | None, softmax_scale: object | None, block_counts: object | None, block_indices: object | None, cu_seqlens_q: object | None, cu_seqlens_k: object | None, max_seqlen_q: object | None, max_seqlen_k: object | None, cache_seqlens: object | None, block_table: object | None, stream: object | None) -> bool:
+        """
+        forward() on tensors read through their type's DLPack C exchange API (__dlpack_c_exchange_api__, e.g. torch.Tensor's), forward()'s arguments all positional, with stream None for the framework's current stream on q's GPU. Returns False, having run nothing, where a tensor has no such API (or another framework's) or a number does not convert: then call forward() with DLPack capsules.
+        """
+
     def backward(self, q: Annotated[NDArray, dict(writable=False)], k: Annotated[NDArray, dict(writable=False)], v: Annotated[NDArray, dict(writable=False)], o: Annotated[NDArray, dict(writable=False)], lse: Annotated[NDArray, dict(writable=False)], d_o: Annotated[NDArray, dict(writable=False)], d_q: NDArray, d_k: NDArray, d_v: NDArray, *, softmax_scale: float = 0.0, block_counts: Annotated[NDArray, dict(writable=False)] | None = None, block_indices: Annotated[NDArray, dict(writable=False)] | None = None, cu_seqlens_q: Annotated[NDArray, dict(writable=False)] | None = None, cu_seqlens_k: Annotated[NDArray, dict(writable=False)] | None = None, max_seqlen_q: int = 0, max_seqlen_k: int = 0, workspace: NDArray | None = None, stream: int = 0) -> None:
         """
         Kernel::backward: d_q, d_k, d_v from the forward's q, k, v, o, lse and d_o; without a workspace the runtime takes one from the GPU's stream-ordered pool.

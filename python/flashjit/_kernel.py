@@ -1,6 +1,7 @@
 """flashjit.Kernel: one spec's kernel called on DLPack tensors."""
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional, Tuple, Union
 
 from . import _core
@@ -27,6 +28,8 @@ class Kernel:
         self._core = _core.Kernel(make_spec(source))
         #: The resolved spec as YAML text (flashjit.torch's ops take it, as a constant).
         self.spec_yaml: str = self.spec.to_yaml()
+        # Read once: each read of self.spec copies the C++ Spec into a new Python object.
+        self._head_dim_v: int = self.spec.head_dim_v
 
     @property
     def spec(self) -> _core.Spec:
@@ -77,19 +80,43 @@ class Kernel:
         page block_table[b][j // page_size]. Either runs the decode kernels (README, Decode),
         as do few query rows against many keys. stream: see flashjit.attention.
         """
+        # The common case costs what the launch does, so this path avoids Python-level helpers:
+        # torch tensors go to the extension as they are, read through DLPack's C exchange API,
+        # and outputs of a plain torch.Tensor are allocated by new_empty with the extents as
+        # separate ints, torch's cheapest form. Every other case reaches the same checks.
+        torch = sys.modules.get("torch")
+        is_torch = torch is not None and isinstance(q, torch.Tensor)
+        plain_torch = is_torch and type(q) is torch.Tensor
         varlen = cu_seqlens_q is not None
         if out is None:
-            out = empty(q, "out", tuple(q.shape[:-1]) + (self.spec.head_dim_v,))
+            if plain_torch:
+                out = q.new_empty(*q.shape[:-1], self._head_dim_v)
+            else:
+                out = empty(q, "out", tuple(q.shape[:-1]) + (self._head_dim_v,))
         if lse is None and return_lse:
-            heads_and_rows = (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
-            lse = empty(q, "lse", heads_and_rows, float32=True)
-        self._core.forward(
-            *map(dlpack_view, (q, k, v, out, lse)), softmax_scale=softmax_scale or 0.0,
-            block_counts=dlpack_view(block_counts), block_indices=dlpack_view(block_indices),
-            cu_seqlens_q=dlpack_view(cu_seqlens_q), cu_seqlens_k=dlpack_view(cu_seqlens_k),
-            max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0,
-            cache_seqlens=dlpack_view(cache_seqlens), block_table=dlpack_view(block_table),
-            stream=stream_handle(stream, q))
+            shape = q.shape
+            heads_and_rows = (shape[1], shape[0]) if varlen else (shape[0], shape[2], shape[1])
+            if plain_torch:
+                lse = q.new_empty(*heads_and_rows, dtype=torch.float32)
+            else:
+                lse = empty(q, "lse", heads_and_rows, float32=True)
+        # None: the extension asks torch for its current stream, as stream_handle would.
+        if stream is None:
+            stream_arg = None if is_torch else 0
+        else:
+            stream_arg = stream_handle(stream, q)
+        if not self._core.forward_exchange(
+                q, k, v, out, lse, softmax_scale or 0.0, block_counts, block_indices,
+                cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0, max_seqlen_k or 0, cache_seqlens,
+                block_table, stream_arg):
+            # Arrays without the exchange API (or a torch without it): DLPack capsules.
+            self._core.forward(
+                *map(dlpack_view, (q, k, v, out, lse)), softmax_scale=softmax_scale or 0.0,
+                block_counts=dlpack_view(block_counts), block_indices=dlpack_view(block_indices),
+                cu_seqlens_q=dlpack_view(cu_seqlens_q), cu_seqlens_k=dlpack_view(cu_seqlens_k),
+                max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0,
+                cache_seqlens=dlpack_view(cache_seqlens), block_table=dlpack_view(block_table),
+                stream=stream_handle(stream, q) if stream_arg is None else stream_arg)
         return (out, lse) if lse is not None else out
 
     def backward(self, q: Any, k: Any, v: Any, o: Any, lse: Any, d_o: Any, *,

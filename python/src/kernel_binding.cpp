@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 
 #include "generator/targets.h"
+#include "python/src/dlpack_exchange.h"
 #include "python/src/reports.h"
 #include "python/src/runtimes.h"
 #include "python/src/tensor_args.h"
@@ -39,35 +40,28 @@ class PyKernel {
     return kernel;
   }
 
-  void forward(const InTensor& q, const InTensor& k, const InTensor& v, const OutTensor& o,
-               const std::optional<OutTensor>& lse, const CallOptions& options,
-               uintptr_t stream) {
+  void forward(const ForwardTensors& tensors, const CallOptions& options, uintptr_t stream) {
     int device = -1;
-    const ForwardArgs args = forward_args(spec_, q, k, v, o, lse, options, device);
+    const ForwardArgs args = forward_args(spec_, tensors, options, device);
     std::shared_ptr<Kernel> kernel = on(device);
     nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
     kernel->forward(args, reinterpret_cast<void*>(stream));
   }
 
-  void backward(const InTensor& q, const InTensor& k, const InTensor& v, const InTensor& o,
-                const InTensor& lse, const InTensor& d_o, const OutTensor& d_q,
-                const OutTensor& d_k, const OutTensor& d_v, const CallOptions& options,
+  void backward(const BackwardTensors& tensors, const CallOptions& options,
                 const std::optional<OutTensor>& workspace, uintptr_t stream) {
     int device = -1;
-    BackwardArgs args = backward_args(spec_, q, k, v, o, lse, d_o, d_q, d_k, d_v, options, device);
-    if (workspace) set_workspace(args, *workspace, device);
+    BackwardArgs args = backward_args(spec_, tensors, options, device);
+    if (workspace)
+      set_workspace(args, view_of("workspace", *workspace), workspace->nbytes(), device);
     std::shared_ptr<Kernel> kernel = on(device);
     nb::gil_scoped_release release;
     kernel->backward(args, reinterpret_cast<void*>(stream));
   }
 
-  size_t backward_workspace_bytes(const InTensor& q, const InTensor& k, const InTensor& v,
-                                  const InTensor& o, const InTensor& lse, const InTensor& d_o,
-                                  const OutTensor& d_q, const OutTensor& d_k,
-                                  const OutTensor& d_v, const CallOptions& options) {
+  size_t backward_workspace_bytes(const BackwardTensors& tensors, const CallOptions& options) {
     int device = -1;
-    const BackwardArgs args =
-        backward_args(spec_, q, k, v, o, lse, d_o, d_q, d_k, d_v, options, device);
+    const BackwardArgs args = backward_args(spec_, tensors, options, device);
     return on(device)->backward_workspace_bytes(args);
   }
 
@@ -108,15 +102,123 @@ class PyKernel {
   std::map<int, std::shared_ptr<Kernel>> kernels_;
 };
 
-CallOptions call_options(float softmax_scale, std::optional<InTensor> block_counts,
-                         std::optional<InTensor> block_indices,
-                         std::optional<InTensor> cu_seqlens_q,
-                         std::optional<InTensor> cu_seqlens_k, int max_seqlen_q,
-                         int max_seqlen_k, std::optional<InTensor> cache_seqlens = std::nullopt,
-                         std::optional<InTensor> block_table = std::nullopt) {
-  return {softmax_scale,          std::move(block_counts), std::move(block_indices),
-          std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
-          max_seqlen_k,           std::move(cache_seqlens), std::move(block_table)};
+template <typename Array>
+std::optional<TensorView> optional_view(const char* name, const std::optional<Array>& a) {
+  return a ? std::optional<TensorView>(view_of(name, *a)) : std::nullopt;
+}
+
+// The options of a call through DLPack capsules; the views borrow from the arrays, which
+// live until the bound function returns.
+CallOptions call_options(float softmax_scale, const std::optional<InTensor>& block_counts,
+                         const std::optional<InTensor>& block_indices,
+                         const std::optional<InTensor>& cu_seqlens_q,
+                         const std::optional<InTensor>& cu_seqlens_k, int max_seqlen_q,
+                         int max_seqlen_k,
+                         const std::optional<InTensor>& cache_seqlens = std::nullopt,
+                         const std::optional<InTensor>& block_table = std::nullopt) {
+  return {softmax_scale,
+          optional_view("block_counts", block_counts),
+          optional_view("block_indices", block_indices),
+          optional_view("cu_seqlens_q", cu_seqlens_q),
+          optional_view("cu_seqlens_k", cu_seqlens_k),
+          max_seqlen_q,
+          max_seqlen_k,
+          optional_view("cache_seqlens", cache_seqlens),
+          optional_view("block_table", block_table)};
+}
+
+BackwardTensors backward_tensors(const InTensor& q, const InTensor& k, const InTensor& v,
+                                 const InTensor& o, const InTensor& lse, const InTensor& d_o,
+                                 const OutTensor& d_q, const OutTensor& d_k, const OutTensor& d_v) {
+  return {view_of("q", q),     view_of("k", k),     view_of("v", v),
+          view_of("o", o),     view_of("lse", lse), view_of("d_o", d_o),
+          view_of("d_q", d_q), view_of("d_k", d_k), view_of("d_v", d_v)};
+}
+
+// The tensors of one call read through their type's DLPack exchange API
+// (python/src/dlpack_exchange.h), all of one framework: the first tensor's.
+class ExchangeReader {
+ public:
+  // False when `object` has no exchange API, or another framework's than the call's first
+  // tensor, or its producer cannot describe it (then no Python error is left set).
+  bool read(nb::handle object, const char* name, TensorView& view) {
+    PyTypeObject* type = Py_TYPE(object.ptr());
+    if (type != type_) {
+      const DLPackExchangeAPI* api = exchange_api_of(object);
+      if (api == nullptr || (api_ != nullptr && api != api_)) return false;
+      api_ = api;
+      type_ = type;
+    }
+    nb::dlpack::dltensor t;
+    if (api_->dltensor_from_py_object_no_sync(object.ptr(), &t) != 0) {
+      PyErr_Clear();
+      return false;
+    }
+    // DLPack allows leaving out a compact tensor's strides; the capsule path fills them in.
+    if (t.ndim > 0 && t.strides == nullptr) return false;
+    const auto n = static_cast<size_t>(t.ndim);
+    view = {name,           static_cast<char*>(t.data) + t.byte_offset,
+            t.device.device_type, t.device.device_id,
+            t.dtype,        {t.shape, n},
+            {t.strides, n}};
+    return true;
+  }
+
+  // None is an option left out.
+  bool read(nb::handle object, const char* name, std::optional<TensorView>& view) {
+    return object.is_none() || read(object, name, view.emplace());
+  }
+
+  // The framework's current stream on the device of `t` (0 for memory that is not CUDA, which
+  // the checks then refuse); false when the framework cannot say.
+  bool current_stream(const TensorView& t, uintptr_t& stream) const {
+    void* current = nullptr;
+    if (t.device_type == nb::device::cuda::value &&
+        api_->current_work_stream(t.device_type, t.device_id, &current) != 0) {
+      PyErr_Clear();
+      return false;
+    }
+    stream = reinterpret_cast<uintptr_t>(current);
+    return true;
+  }
+
+ private:
+  const DLPackExchangeAPI* api_ = nullptr;
+  PyTypeObject* type_ = nullptr;
+};
+
+// Kernel.forward_exchange: PyKernel::forward on tensors read through the exchange API, the
+// arguments positional and as forward() takes them, but `stream` None for the framework's
+// current stream. Returns false, having checked and run nothing, where a tensor cannot be read
+// so or a number does not convert: the caller then passes DLPack capsules to forward(), which
+// raises for such arguments what it always did.
+bool forward_exchange(PyKernel& self, nb::handle q, nb::handle k, nb::handle v, nb::handle o,
+                      nb::handle lse, nb::handle softmax_scale, nb::handle block_counts,
+                      nb::handle block_indices, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
+                      nb::handle max_seqlen_q, nb::handle max_seqlen_k, nb::handle cache_seqlens,
+                      nb::handle block_table, nb::handle stream) {
+  ExchangeReader reader;
+  ForwardTensors tensors;
+  CallOptions options;
+  uintptr_t stream_handle = 0;
+  const bool read =
+      reader.read(q, "q", tensors.q) && reader.read(k, "k", tensors.k) &&
+      reader.read(v, "v", tensors.v) && reader.read(o, "o", tensors.o) &&
+      reader.read(lse, "lse", tensors.lse) &&
+      reader.read(block_counts, "block_counts", options.block_counts) &&
+      reader.read(block_indices, "block_indices", options.block_indices) &&
+      reader.read(cu_seqlens_q, "cu_seqlens_q", options.cu_seqlens_q) &&
+      reader.read(cu_seqlens_k, "cu_seqlens_k", options.cu_seqlens_k) &&
+      reader.read(cache_seqlens, "cache_seqlens", options.cache_seqlens) &&
+      reader.read(block_table, "block_table", options.block_table) &&
+      nb::try_cast(softmax_scale, options.softmax_scale) &&
+      nb::try_cast(max_seqlen_q, options.max_seqlen_q) &&
+      nb::try_cast(max_seqlen_k, options.max_seqlen_k) &&
+      (stream.is_none() ? reader.current_stream(tensors.q, stream_handle)
+                        : nb::try_cast(stream, stream_handle));
+  if (!read) return false;
+  self.forward(tensors, options, stream_handle);
+  return true;
 }
 
 }  // namespace
@@ -135,11 +237,11 @@ void bind_kernel(nb::module_& m) {
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
              int max_seqlen_q, int max_seqlen_k, std::optional<InTensor> cache_seqlens,
              std::optional<InTensor> block_table, uintptr_t stream) {
-            self.forward(q, k, v, o, lse,
-                         call_options(softmax_scale, std::move(block_counts),
-                                      std::move(block_indices), std::move(cu_seqlens_q),
-                                      std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k,
-                                      std::move(cache_seqlens), std::move(block_table)),
+            self.forward({view_of("q", q), view_of("k", k), view_of("v", v), view_of("o", o),
+                          optional_view("lse", lse)},
+                         call_options(softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                                      cu_seqlens_k, max_seqlen_q, max_seqlen_k, cache_seqlens,
+                                      block_table),
                          stream);
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a.none() = nb::none(), nb::kw_only(),
@@ -151,6 +253,17 @@ void bind_kernel(nb::module_& m) {
           "Kernel::forward on `stream` (a CUstream as an integer, 0: the default stream) with "
           "the tensors' device, dtype, shapes and strides checked against the spec; a KV "
           "cache (cache_seqlens, block_table) runs decode.")
+      .def("forward_exchange", &forward_exchange, "q"_a.none(), "k"_a.none(), "v"_a.none(),
+           "o"_a.none(), "lse"_a.none(), "softmax_scale"_a.none(), "block_counts"_a.none(),
+           "block_indices"_a.none(), "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(),
+           "max_seqlen_q"_a.none(), "max_seqlen_k"_a.none(), "cache_seqlens"_a.none(),
+           "block_table"_a.none(), "stream"_a.none(),
+           "forward() on tensors read through their type's DLPack C exchange API "
+           "(__dlpack_c_exchange_api__, e.g. torch.Tensor's), forward()'s arguments all "
+           "positional, with stream None for the framework's current stream on q's GPU. "
+           "Returns False, having run nothing, where a "
+           "tensor has no such API (or another framework's) or a number does not convert: "
+           "then call forward() with DLPack capsules.")
       .def(
           "backward",
           [](PyKernel& self, const InTensor& q, const InTensor& k, const InTensor& v,
@@ -160,10 +273,9 @@ void bind_kernel(nb::module_& m) {
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
              int max_seqlen_q, int max_seqlen_k, std::optional<OutTensor> workspace,
              uintptr_t stream) {
-            self.backward(q, k, v, o, lse, d_o, d_q, d_k, d_v,
-                          call_options(softmax_scale, std::move(block_counts),
-                                       std::move(block_indices), std::move(cu_seqlens_q),
-                                       std::move(cu_seqlens_k), max_seqlen_q, max_seqlen_k),
+            self.backward(backward_tensors(q, k, v, o, lse, d_o, d_q, d_k, d_v),
+                          call_options(softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                                       cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                           workspace, stream);
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, "d_q"_a, "d_k"_a, "d_v"_a, nb::kw_only(),
@@ -182,10 +294,9 @@ void bind_kernel(nb::module_& m) {
              std::optional<InTensor> cu_seqlens_q, std::optional<InTensor> cu_seqlens_k,
              int max_seqlen_q, int max_seqlen_k) {
             return self.backward_workspace_bytes(
-                q, k, v, o, lse, d_o, d_q, d_k, d_v,
-                call_options(softmax_scale, std::move(block_counts), std::move(block_indices),
-                             std::move(cu_seqlens_q), std::move(cu_seqlens_k), max_seqlen_q,
-                             max_seqlen_k));
+                backward_tensors(q, k, v, o, lse, d_o, d_q, d_k, d_v),
+                call_options(softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                             cu_seqlens_k, max_seqlen_q, max_seqlen_k));
           },
           "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, "d_q"_a, "d_k"_a, "d_v"_a, nb::kw_only(),
           "softmax_scale"_a = 0.f, "block_counts"_a.none() = nb::none(),

@@ -1,7 +1,10 @@
 #include "python/src/tensor_args.h"
 
+#include <algorithm>
 #include <climits>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,26 +14,6 @@ namespace nb = nanobind;
 
 namespace flashjit::py {
 namespace {
-
-// One DLPack tensor as the checks see it: strides in elements, as DLPack gives them.
-struct View {
-  const char* name;
-  void* data;
-  int device_type, device_id;
-  nb::dlpack::dtype dtype;
-  std::vector<int64_t> shape, strides;
-};
-
-template <typename Array>
-View view_of(const char* name, const Array& a) {
-  View v{name, const_cast<void*>(static_cast<const void*>(a.data())), a.device_type(),
-         a.device_id(), a.dtype(), {}, {}};
-  for (size_t d = 0; d < a.ndim(); ++d) {
-    v.shape.push_back(static_cast<int64_t>(a.shape(d)));
-    v.strides.push_back(a.stride(d));
-  }
-  return v;
-}
 
 [[noreturn]] void fail(const char* operation, const std::string& message) {
   throw Error(ErrorKind::Shape, fmt::format("{}: {}", operation, message));
@@ -56,7 +39,7 @@ nb::dlpack::dtype element_dtype(const Spec& spec) {
 }
 
 // Every tensor of a call is CUDA memory of one GPU, whose ordinal goes to `device`.
-void require_cuda(const char* operation, const View& t, int& device) {
+void require_cuda(const char* operation, const TensorView& t, int& device) {
   if (t.device_type != nb::device::cuda::value) {
     const bool cpu = t.device_type == nb::device::cpu::value;
     fail(operation,
@@ -73,18 +56,21 @@ void require_cuda(const char* operation, const View& t, int& device) {
   }
 }
 
-void require_dtype(const char* operation, const View& t, nb::dlpack::dtype want,
-                   const std::string& why) {
+void require_dtype(const char* operation, const TensorView& t, nb::dlpack::dtype want,
+                   std::string_view why) {
   if (t.dtype != want)
     fail(operation, fmt::format("{} is {} but must be {} ({})", t.name, dtype_name(t.dtype),
                                 dtype_name(want), why));
 }
 
-// `want` holds -1 where any extent is accepted; those are returned filled in.
-std::vector<int64_t> require_shape(const char* operation, const View& t,
-                                   std::vector<int64_t> want, const char* layout) {
+// `want` holds -1 where any extent is accepted; the tensor's extents are returned.
+std::span<const int64_t> require_shape(const char* operation, const TensorView& t,
+                                       std::initializer_list<int64_t> want, const char* layout) {
   bool ok = t.shape.size() == want.size();
-  for (size_t d = 0; ok && d < want.size(); ++d) ok = want[d] < 0 || want[d] == t.shape[d];
+  for (size_t d = 0; ok && d < want.size(); ++d) {
+    const int64_t w = want.begin()[d];
+    ok = w < 0 || w == t.shape[d];
+  }
   if (!ok) {
     std::vector<std::string> shown;
     for (int64_t w : want) shown.push_back(w < 0 ? "*" : std::to_string(w));
@@ -96,13 +82,13 @@ std::vector<int64_t> require_shape(const char* operation, const View& t,
   return t.shape;
 }
 
-void require_unit_last_stride(const char* operation, const View& t) {
+void require_unit_last_stride(const char* operation, const TensorView& t) {
   if (t.shape.back() > 1 && t.strides.back() != 1)
     fail(operation, fmt::format("{} has strides [{}]: its last (head dim) stride must be 1", t.name,
                                 fmt::join(t.strides, ", ")));
 }
 
-void require_contiguous(const char* operation, const View& t) {
+void require_contiguous(const char* operation, const TensorView& t) {
   int64_t expected = 1;
   for (size_t d = t.shape.size(); d-- > 0;) {
     if (t.shape[d] > 1 && t.strides[d] != expected)
@@ -113,16 +99,19 @@ void require_contiguous(const char* operation, const View& t) {
 }
 
 // {batch, seq, head} strides of a [B, S, H, D] tensor, or of a packed [T, H, D] one.
-TensorStrides strides_of(const View& t) {
+TensorStrides strides_of(const TensorView& t) {
   if (t.shape.size() == 3) return {0, t.strides[0], t.strides[1]};
   return {t.strides[0], t.strides[1], t.strides[2]};
 }
 
-// One tensor of the attention layout: on the call's GPU, in the spec's dtype.
-void require_attention_tensor(const char* operation, const View& t, const Spec& spec, int& device) {
+// One tensor of the attention layout: on the call's GPU, in the spec's dtype (the reason is
+// formatted only for the message: this runs for every tensor of every call).
+void require_attention_tensor(const char* operation, const TensorView& t, const Spec& spec,
+                              int& device) {
   require_cuda(operation, t, device);
-  require_dtype(operation, t, element_dtype(spec),
-                fmt::format("kernel {} has dtype {}", spec.name, to_string(spec.dtype)));
+  if (t.dtype != element_dtype(spec))
+    require_dtype(operation, t, element_dtype(spec),
+                  fmt::format("kernel {} has dtype {}", spec.name, to_string(spec.dtype)));
 }
 
 int as_int(int64_t value) { return static_cast<int>(value); }
@@ -147,9 +136,9 @@ void set_block_layout(const char* operation, ForwardArgs& args, const CallOption
   if (!options.block_counts && !options.block_indices) return;
   if (!options.block_counts || !options.block_indices)
     fail(operation, "block_counts and block_indices: give both or neither");
-  const View counts = view_of("block_counts", *options.block_counts);
-  const View indices = view_of("block_indices", *options.block_indices);
-  for (const View* t : {&counts, &indices}) {
+  const TensorView& counts = *options.block_counts;
+  const TensorView& indices = *options.block_indices;
+  for (const TensorView* t : {&counts, &indices}) {
     require_cuda(operation, *t, device);
     require_dtype(operation, *t, kInt32, "a block layout is int32");
     require_contiguous(operation, *t);
@@ -169,9 +158,9 @@ void set_block_layout(const char* operation, ForwardArgs& args, const CallOption
 // The prefix sums of a varlen call: int32 [batch + 1] each, on the call's GPU.
 int set_cu_seqlens(const char* operation, ForwardArgs& args, const CallOptions& options,
                    int& device) {
-  const View cu_q = view_of("cu_seqlens_q", *options.cu_seqlens_q);
-  const View cu_k = view_of("cu_seqlens_k", *options.cu_seqlens_k);
-  for (const View* t : {&cu_q, &cu_k}) {
+  const TensorView& cu_q = *options.cu_seqlens_q;
+  const TensorView& cu_k = *options.cu_seqlens_k;
+  for (const TensorView* t : {&cu_q, &cu_k}) {
     require_cuda(operation, *t, device);
     require_dtype(operation, *t, kInt32, "prefix sums are int32");
     require_contiguous(operation, *t);
@@ -191,9 +180,9 @@ int set_cu_seqlens(const char* operation, ForwardArgs& args, const CallOptions& 
 // A KV cache's lengths (int32 [batch]) and a paged cache's block table (int32 [batch,
 // max_pages]; K and V are then [num_pages, page_size, heads_kv, dim]), on the call's GPU.
 void set_kv_cache(const char* operation, ForwardArgs& args, const CallOptions& options,
-                  const View& k, int& device) {
+                  const TensorView& k, int& device) {
   if (options.cache_seqlens) {
-    const View lengths = view_of("cache_seqlens", *options.cache_seqlens);
+    const TensorView& lengths = *options.cache_seqlens;
     require_cuda(operation, lengths, device);
     require_dtype(operation, lengths, kInt32, "cache lengths are int32");
     require_contiguous(operation, lengths);
@@ -201,7 +190,7 @@ void set_kv_cache(const char* operation, ForwardArgs& args, const CallOptions& o
     args.cache_seqlens = static_cast<const int32_t*>(lengths.data);
   }
   if (options.block_table) {
-    const View table = view_of("block_table", *options.block_table);
+    const TensorView& table = *options.block_table;
     require_cuda(operation, table, device);
     require_dtype(operation, table, kInt32, "a block table is int32");
     require_contiguous(operation, table);
@@ -218,8 +207,9 @@ void set_kv_cache(const char* operation, ForwardArgs& args, const CallOptions& o
 // Q, K, V, O (and LSE) of one call in the spec's layout: their extents agree with each other
 // and with the spec's head dims. Fills the shape, strides and pointers of `args`.
 void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec& spec,
-                           const View& q, const View& k, const View& v, const View& o,
-                           const View* lse, const CallOptions& options, int& device) {
+                           const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& o, const TensorView* lse, const CallOptions& options,
+                           int& device) {
   const bool varlen = options.cu_seqlens_q || options.cu_seqlens_k;
   if (varlen && !(options.cu_seqlens_q && options.cu_seqlens_k))
     fail(operation, "cu_seqlens_q and cu_seqlens_k: give both or neither");
@@ -227,7 +217,8 @@ void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec&
   if (varlen && (paged || options.cache_seqlens))
     fail(operation, "a KV cache (cache_seqlens, block_table) is not served with cu_seqlens");
   const Layout& layout = varlen ? kVarlen : kDense;
-  for (const View* t : {&q, &k, &v, &o}) require_attention_tensor(operation, *t, spec, device);
+  for (const TensorView* t : {&q, &k, &v, &o})
+    require_attention_tensor(operation, *t, spec, device);
   const int64_t dqk = spec.head_dim_qk, dv = spec.head_dim_v;
   if (varlen) {
     const auto qs = require_shape(operation, q, {-1, -1, dqk}, layout.q);
@@ -261,7 +252,7 @@ void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec&
     if (lse) require_shape(operation, *lse, {qs[0], qs[2], qs[1]}, layout.lse);
     set_kv_cache(operation, args, options, k, device);
   }
-  for (const View* t : {&q, &k, &v, &o}) require_unit_last_stride(operation, *t);
+  for (const TensorView* t : {&q, &k, &v, &o}) require_unit_last_stride(operation, *t);
   if (lse) {
     require_cuda(operation, *lse, device);
     require_dtype(operation, *lse, kFloat32, "LSE is fp32");
@@ -281,10 +272,10 @@ void set_attention_tensors(const char* operation, ForwardArgs& args, const Spec&
 }
 
 // A gradient has the layout, dtype and extents of the tensor it is the gradient of.
-TensorStrides gradient_strides(const char* operation, const View& gradient, const View& of,
-                               const Spec& spec, int& device) {
+TensorStrides gradient_strides(const char* operation, const TensorView& gradient,
+                               const TensorView& of, const Spec& spec, int& device) {
   require_attention_tensor(operation, gradient, spec, device);
-  if (gradient.shape != of.shape)
+  if (!std::ranges::equal(gradient.shape, of.shape))
     fail(operation, fmt::format("{} has shape [{}] but must have {}'s shape [{}]", gradient.name,
                                 fmt::join(gradient.shape, ", "), of.name, fmt::join(of.shape, ", ")));
   require_unit_last_stride(operation, gradient);
@@ -293,46 +284,37 @@ TensorStrides gradient_strides(const char* operation, const View& gradient, cons
 
 }  // namespace
 
-ForwardArgs forward_args(const Spec& spec, const InTensor& q, const InTensor& k,
-                         const InTensor& v, const OutTensor& o, const std::optional<OutTensor>& lse,
+ForwardArgs forward_args(const Spec& spec, const ForwardTensors& tensors,
                          const CallOptions& options, int& device) {
   ForwardArgs args;
   device = -1;
-  const std::optional<View> lse_view =
-      lse ? std::optional<View>(view_of("lse", *lse)) : std::nullopt;
-  set_attention_tensors("forward", args, spec, view_of("q", q), view_of("k", k), view_of("v", v),
-                        view_of("o", o), lse_view ? &*lse_view : nullptr, options, device);
+  set_attention_tensors("forward", args, spec, tensors.q, tensors.k, tensors.v, tensors.o,
+                        tensors.lse ? &*tensors.lse : nullptr, options, device);
   return args;
 }
 
-BackwardArgs backward_args(const Spec& spec, const InTensor& q, const InTensor& k,
-                           const InTensor& v, const InTensor& o, const InTensor& lse,
-                           const InTensor& d_o, const OutTensor& d_q, const OutTensor& d_k,
-                           const OutTensor& d_v, const CallOptions& options, int& device) {
+BackwardArgs backward_args(const Spec& spec, const BackwardTensors& t, const CallOptions& options,
+                           int& device) {
   BackwardArgs args;
   device = -1;
-  const View qv = view_of("q", q), kv = view_of("k", k), vv = view_of("v", v), ov = view_of("o", o);
-  const View lse_view = view_of("lse", lse);
-  set_attention_tensors("backward", args.forward, spec, qv, kv, vv, ov, &lse_view, options, device);
-  const View dov = view_of("d_o", d_o);
-  args.d_o = dov.data;
-  args.d_o_stride = gradient_strides("backward", dov, ov, spec, device);
-  const View dqv = view_of("d_q", d_q), dkv = view_of("d_k", d_k), dvv = view_of("d_v", d_v);
-  args.d_q = dqv.data;
-  args.d_k = dkv.data;
-  args.d_v = dvv.data;
-  args.d_q_stride = gradient_strides("backward", dqv, qv, spec, device);
-  args.d_k_stride = gradient_strides("backward", dkv, kv, spec, device);
-  args.d_v_stride = gradient_strides("backward", dvv, vv, spec, device);
+  set_attention_tensors("backward", args.forward, spec, t.q, t.k, t.v, t.o, &t.lse, options,
+                        device);
+  args.d_o = t.d_o.data;
+  args.d_o_stride = gradient_strides("backward", t.d_o, t.o, spec, device);
+  args.d_q = t.d_q.data;
+  args.d_k = t.d_k.data;
+  args.d_v = t.d_v.data;
+  args.d_q_stride = gradient_strides("backward", t.d_q, t.q, spec, device);
+  args.d_k_stride = gradient_strides("backward", t.d_k, t.k, spec, device);
+  args.d_v_stride = gradient_strides("backward", t.d_v, t.v, spec, device);
   return args;
 }
 
-void set_workspace(BackwardArgs& args, const OutTensor& workspace, int device) {
-  View w = view_of("workspace", workspace);
-  require_cuda("backward", w, device);
-  require_contiguous("backward", w);
-  args.workspace = w.data;
-  args.workspace_bytes = workspace.nbytes();
+void set_workspace(BackwardArgs& args, const TensorView& workspace, size_t bytes, int device) {
+  require_cuda("backward", workspace, device);
+  require_contiguous("backward", workspace);
+  args.workspace = workspace.data;
+  args.workspace_bytes = bytes;
 }
 
 }  // namespace flashjit::py

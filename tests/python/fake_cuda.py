@@ -53,3 +53,66 @@ class FakeCudaArray:
                                       code, bits, 1, self._shape, self._strides, 0)
         self._tensors.append(managed)
         return _capsule_new(ctypes.addressof(managed), b"dltensor", None)
+
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _ExchangeHeader(ctypes.Structure):
+    pass
+
+
+_ExchangeHeader._fields_ = [("version", _DLPackVersion),
+                            ("prev_api", ctypes.POINTER(_ExchangeHeader))]
+_DESCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_DLTensor))
+_CURRENT_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
+                                   ctypes.POINTER(ctypes.c_void_p))
+
+
+class _ExchangeAPI(ctypes.Structure):
+    _fields_ = [("header", _ExchangeHeader), ("managed_tensor_allocator", ctypes.c_void_p),
+                ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+                ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+                ("dltensor_from_py_object_no_sync", _DESCRIBE),
+                ("current_work_stream", _CURRENT_STREAM)]
+
+
+def exchange_framework(refuse=False, strides=True, stream=0x5EED):
+    """A class of fake CUDA arrays that also have DLPack's C exchange API (a type attribute
+    __dlpack_c_exchange_api__, as torch.Tensor has), its functions written with ctypes.
+    Each call makes a new framework (its own API table). `refuse`: the producer fails to
+    describe its arrays; `strides=False`: it leaves their strides out; `stream`: the current
+    stream it names. The class counts `described` arrays and records `stream_queries`."""
+
+    class FakeExchangeArray(FakeCudaArray):
+        described = 0
+        stream_queries = []
+
+        def exported(self):
+            """How many DLPack capsules this array made (the capsule path's reads)."""
+            return len(self._tensors)
+
+    def describe(address, out):
+        if refuse:
+            return -1
+        array = ctypes.cast(address, ctypes.py_object).value
+        code, bits = DTYPES[array.dtype]
+        out[0] = _DLTensor(array._address, KDL_CUDA, array._device, len(array.shape), code, bits,
+                           1, array._shape, array._strides if strides else None, 0)
+        FakeExchangeArray.described += 1
+        return 0
+
+    def current_stream(device_type, device_id, out):
+        FakeExchangeArray.stream_queries.append((device_type, device_id))
+        out[0] = stream
+        return 0
+
+    api = _ExchangeAPI()
+    api.header.version.major, api.header.version.minor = 1, 3
+    api.dltensor_from_py_object_no_sync = _DESCRIBE(describe)
+    api.current_work_stream = _CURRENT_STREAM(current_stream)
+    FakeExchangeArray._api = api  # the table (and its callbacks) live as long as the class
+    FakeExchangeArray.__dlpack_c_exchange_api__ = _capsule_new(
+        ctypes.addressof(api), b"dlpack_exchange_api", None)
+    return FakeExchangeArray
