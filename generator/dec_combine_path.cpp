@@ -1,9 +1,21 @@
 #include "generator/dec_combine_path.h"
 
+#include <fmt/format.h>
+
 #include "generator/plan.h"
 
 namespace flashjit::gen {
 namespace {
+
+// A CTA a row, its warps sharing the row's splits (kernels/dec_combine.cuh says why).
+Tiles cta_a_row_tiles(const Spec&, const std::string&) { return {.block_m = 1, .warps = 4}; }
+
+std::string cta_a_row_problem(const PaddedDims&, const Tiles& t, const std::string&) {
+  if (t.block_m != 1 || t.warps < 1 || t.warps > 32)
+    return fmt::format("block_m {} must be 1 (a CTA a row) and warps {} 1 to 32", t.block_m,
+                       t.warps);
+  return "";
+}
 
 std::string entry(const Plan& plan) { return struct_entry(plan, "DecParams", "fj::dec_combine"); }
 
@@ -21,8 +33,8 @@ const KernelPathInfo kDecCombinePath = {
     .tma_loads = false,
     .grid_over = GridOver::CombineRows,
     .serves = serves_every_target,
-    .default_tiles = warp_a_row_tiles,
-    .tiles_problem = warp_a_row_problem,
+    .default_tiles = cta_a_row_tiles,
+    .tiles_problem = cta_a_row_problem,
     .tiles_in_mask_blocks = false,
     .column_split = whole_columns,
     .shared_bytes = no_shared_memory,
