@@ -51,6 +51,8 @@ struct DecSm80Layout {
   static constexpr int kKElems = Cfg::kBlockN * kQkStride;
   static constexpr int kVElems = Cfg::kBlockN * kVStride;
   static constexpr int kPageRowsPerThread = (Cfg::kBlockN + kThreads - 1) / kThreads;
+  // Paged rows whose addresses a thread finds before their copies (tile/load.cuh).
+  static constexpr int kPagedRowGroup = Cfg::kAlign != 16 ? 1 : Cfg::kDqkPad >= 256 ? 2 : 4;
   // The merge's fp32 rows: each warp's O, then each warp's row max and row sum.
   static constexpr int kMergeStride = budget::dec_sm80_merge_stride(Cfg::kDvSlice);
   static constexpr int kMergeOFloats = Cfg::kWarps * Cfg::kBlockM * kMergeStride;
@@ -169,14 +171,14 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     Storage* v_dst = s_v + (step % kStages) * L::kVElems;
     if constexpr (Cfg::kPaged) {
       const int2* rows = s_page_rows + (step % kStages) * kBN;
-      load_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
+      load_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup>(
           k_dst,
           [&](int r) {
             const int2 at = rows[r];
             return k + at.x * p.k_batch_stride + static_cast<long long>(at.y) * p.k_seq_stride;
           },
           k, seqlen_k - key0, Cfg::kHeadDimQk, tid);
-      load_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign>(
+      load_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup>(
           v_dst,
           [&](int r) {
             const int2 at = rows[r];

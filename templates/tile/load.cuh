@@ -76,45 +76,53 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
 }
 
 // load_tile for rows that do not lie one stride apart (decode's packed GQA rows, a paged
-// cache): row r of the source starts at row_at(r). The rows' addresses are found a few rows
-// at a time before their copies, so reads that row_at makes (a paged cache's table in shared
-// memory) wait once for the group instead of once a row; row_at is therefore called for
-// rows past rows_valid too, and must read nothing out of bounds for any r < ROWS (what it
-// returns for them is not read). The zero-filled chunks name `fallback` (any address of the
-// tensor).
-template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, class T, class RowAt>
+// cache): row r of the source starts at row_at(r). With GROUP 1, row_at is called only for
+// rows below rows_valid. With GROUP > 1, the addresses of GROUP rows are found before their
+// copies, so the reads row_at makes (a paged cache's table in shared memory) wait once for
+// the group instead of once a row; row_at is then called for rows past rows_valid too and must
+// read nothing out of bounds for any r < ROWS (what it returns for them is not read). The
+// zero-filled chunks name `fallback` (any address of the tensor).
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, int GROUP = 1, class T,
+          class RowAt>
 __device__ __forceinline__ void load_rows(T* smem, RowAt row_at, const T* fallback,
                                           int rows_valid, int cols_valid, int tid) {
   constexpr int kVec = ALIGN / static_cast<int>(sizeof(T));
   constexpr int kSlots = pow2_ceil(COLS / kVec);
   constexpr int kRowsPerStep = kSlots <= THREADS ? THREADS / kSlots : 1;
-  constexpr int kRowSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
-  constexpr int kGroup = ALIGN == 16 ? (kRowSteps < 4 ? kRowSteps : 4) : 1;
   constexpr int kColSteps = kSlots <= THREADS ? 1 : kSlots / THREADS;
   const int slot = kSlots <= THREADS ? tid % kSlots : tid;
   const int row0 = kSlots <= THREADS ? tid / kSlots : 0;
-#pragma unroll 1
-  for (int i0 = 0; i0 < kRowSteps; i0 += kGroup) {
-    const T* from[kGroup];
+  auto copy_row = [&](int row, const T* from) {
+    const bool row_in = row < rows_valid;
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      const int row = row0 + (i0 + g) * kRowsPerStep;
-      from[g] = row_at(row < ROWS ? row : ROWS - 1);
+    for (int step = 0; step < kColSteps; ++step) {
+      const int col = (step * THREADS + slot) * kVec;
+      if (col >= COLS) break;
+      int valid = row_in ? cols_valid - col : 0;
+      valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
+      copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, valid > 0 ? from + col : fallback, valid);
     }
+  };
+  if constexpr (GROUP == 1) {
+#pragma unroll(ALIGN == 16 ? 4 : 1)
+    for (int row = row0; row < ROWS; row += kRowsPerStep)
+      copy_row(row, row < rows_valid ? row_at(row) : nullptr);
+  } else {
+    constexpr int kRowSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      const int row = row0 + (i0 + g) * kRowsPerStep;
-      if (kRowSteps % kGroup != 0 && i0 + g >= kRowSteps) break;
-      if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
-      const bool row_in = row < rows_valid;
+    for (int i0 = 0; i0 < kRowSteps; i0 += GROUP) {
+      const T* from[GROUP];
 #pragma unroll
-      for (int step = 0; step < kColSteps; ++step) {
-        const int col = (step * THREADS + slot) * kVec;
-        if (col >= COLS) break;
-        int valid = row_in ? cols_valid - col : 0;
-        valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
-        copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, valid > 0 ? from[g] + col : fallback,
-                          valid);
+      for (int g = 0; g < GROUP; ++g) {
+        const int row = row0 + (i0 + g) * kRowsPerStep;
+        from[g] = row_at(row < ROWS ? row : ROWS - 1);
+      }
+#pragma unroll
+      for (int g = 0; g < GROUP; ++g) {
+        const int row = row0 + (i0 + g) * kRowsPerStep;
+        if (kRowSteps % GROUP != 0 && i0 + g >= kRowSteps) break;
+        if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
+        copy_row(row, from[g]);
       }
     }
   }

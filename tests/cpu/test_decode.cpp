@@ -80,7 +80,9 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 17).block_m == 32);
   // 48 and 64 rows of d128 would hold more accumulators than the budget: 32 rows a block.
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 64).block_m == 32);
-  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 64).block_m == 64);
+  // 64 rows of d64 (176 accumulators) spilled on sm_80, sm_86 and sm_90a: 48 rows a block.
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 64).block_m == 48);
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 48).block_m == 48);
   for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
     for (int d : {1, 64, 100, 256, 320, 512})
       for (int rows : {1, 16, 40, 64}) {
