@@ -84,7 +84,7 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
   CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 64).block_m == 48);
   CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 48).block_m == 48);
   for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
-    for (int d : {1, 64, 100, 256, 320, 512})
+    for (int d = 1; d <= 512; ++d)
       for (int rows : {1, 16, 40, 64}) {
         const Spec s = spec_of(d, d);
         INFO(target, " d ", d, " rows ", rows);
