@@ -17,6 +17,11 @@ or is refused, so that a spec that validates always gets a kernel.
                                                    (REGRESSIONS), the corners, then kernels
                                                    drawn from the grid (fixed seed)
     scripts/spill_sweep.py OUTDIR --backward ...   the backward's three kernels a spec instead
+    scripts/spill_sweep.py OUTDIR --decode ...     decode's kernels a spec instead (the split
+                                                   kernel for 16..64 packed rows, dense and
+                                                   paged, the combine and the merge), on
+                                                   sm_80, sm_86 and sm_90a, masks none, causal
+                                                   and window unless asked otherwise
 
 A kernel takes 1.5-3 s of one core (sm_90a's the longer). OUTDIR/results.jsonl holds one line
 per kernel (the spec's fields, the compile report or the error), OUTDIR/problems.txt one line
@@ -49,6 +54,9 @@ MASKS = {
 }
 DTYPES = ("fp16", "bf16")
 TARGETS = ("sm_80", "sm_90a")
+# Decode's tiles differ on sm_86 too (99 KB of shared memory); its kernels take no block mask.
+DECODE_TARGETS = ("sm_80", "sm_86", "sm_90a")
+DECODE_MASKS = ("none", "causal", "window")
 # (head_dim_qk, head_dim_v) pairs: every head dim, and the configs/ pairs that differ.
 ALL_HEAD_DIMS = [(d, d) for d in range(1, 513)]
 CONFIG_PAIRS = [(192, 128), (128, 64), (64, 256)]
@@ -72,6 +80,16 @@ REGRESSIONS = [
     (34, 34, "causal", "bf16", "sm_80"),
     (192, 128, "pattern", "bf16", "sm_80"),
 ]
+# The same for decode's kernels (bench/NOTES.md entry 25).
+DECODE_REGRESSIONS = [
+    (64, 64, "none", "bf16", "sm_80"),
+    (136, 136, "none", "fp16", "sm_86"),
+    (128, 64, "none", "bf16", "sm_90a"),
+    (8, 8, "none", "bf16", "sm_86"),
+    (241, 241, "causal", "bf16", "sm_90a"),
+    (256, 256, "causal", "fp16", "sm_90a"),
+    (256, 256, "none", "bf16", "sm_90a"),
+]
 
 
 def grid(head_dims, masks=MASKS, dtypes=DTYPES, targets=TARGETS):
@@ -79,14 +97,15 @@ def grid(head_dims, masks=MASKS, dtypes=DTYPES, targets=TARGETS):
             for a in targets]
 
 
-def sample(count, seed, kernels):
+def sample(count, seed, kernels, regressions):
     """The regressions, each corner head dim once (in a random combination of mask, dtype
     and target), then random kernels of `kernels`, `count` in all (at least the first two);
     all of them within the masks, dtypes and targets that `kernels` has."""
     rng = random.Random(seed)
     present = {(m, t, a) for _, _, m, t, a in kernels}
-    combos = [(m, t, a) for m in MASKS for t in DTYPES for a in TARGETS if (m, t, a) in present]
-    chosen = {r for r in REGRESSIONS if r[2:] in present}
+    combos = [(m, t, a) for m in MASKS for t in DTYPES for a in DECODE_TARGETS
+              if (m, t, a) in present]
+    chosen = {r for r in regressions if r[2:] in present}
     chosen |= {(d, d, *rng.choice(combos)) for d in CORNER_HEAD_DIMS}
     rest = sorted(set(kernels) - chosen)
     chosen |= set(rng.sample(rest, max(0, count - len(chosen))))
@@ -124,12 +143,13 @@ def write_spec(folder, qk, v, mask, dtype):
     return path
 
 
-def compile_one(cli, spec_path, target, backward, env):
-    """The compile reports of one spec (one, or the backward's three) as dicts; a single dict
-    with "error" set when flashjit refused or failed before reporting."""
+def compile_one(cli, spec_path, target, step, env):
+    """The compile reports of one spec (its forward kernel, or the kernels of `step`:
+    "--backward" or "--decode") as dicts; a single dict with "error" set when flashjit
+    refused or failed before reporting."""
     start = time.monotonic()
     command = [cli, "compile", "--json", "--arch", target, str(spec_path)]
-    run = subprocess.run(command + (["--backward"] if backward else []),
+    run = subprocess.run(command + ([step] if step else []),
                          capture_output=True, text=True, env=env)
     wall_s = round(time.monotonic() - start, 2)
     reports = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
@@ -162,44 +182,53 @@ def main():
     parser.add_argument("--head-dims", default="all",
                         help="all (1..512 and the configs/ pairs), classes (one a padded "
                              "class, and the pairs) or a list such as 64,97,100-112,192/128,pairs")
-    parser.add_argument("--masks", default=",".join(MASKS),
-                        help=f"comma-separated, of {', '.join(MASKS)} (default: all)")
+    parser.add_argument("--masks",
+                        help=f"comma-separated, of {', '.join(MASKS)} (default: all; "
+                             f"with --decode {','.join(DECODE_MASKS)})")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="default: fp16,bf16")
-    parser.add_argument("--targets", default=",".join(TARGETS), help="default: sm_80,sm_90a")
+    parser.add_argument("--targets", help=f"default: {','.join(TARGETS)}; with --decode "
+                                          f"{','.join(DECODE_TARGETS)}")
     parser.add_argument("--sample", type=int, default=0,
                         help="compile this many kernels (the regressions and corners first) "
                              "instead of the whole grid")
     parser.add_argument("--seed", type=int, default=18, help="the sample's random seed")
-    parser.add_argument("--backward", action="store_true",
-                        help="compile the backward's kernels (compile --backward)")
+    step = parser.add_mutually_exclusive_group()
+    step.add_argument("--backward", action="store_true",
+                      help="compile the backward's kernels (compile --backward)")
+    step.add_argument("--decode", action="store_true",
+                      help="compile decode's kernels (compile --decode)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="compiles at once (default: every core)")
     parser.add_argument("--cli", default=str(REPO / "build" / "flashjit"),
                         help="the flashjit program (default: build/flashjit)")
     args = parser.parse_args()
 
-    masks = args.masks.split(",")
+    masks = (args.masks or ",".join(DECODE_MASKS if args.decode else MASKS)).split(",")
     unknown = sorted(set(masks) - set(MASKS))
     if unknown:
         parser.error(f"unknown masks {unknown}: use {', '.join(MASKS)}")
-    kernels = grid(parse_head_dims(args.head_dims), masks, args.dtypes.split(","),
-                   args.targets.split(","))
+    targets = (args.targets or ",".join(DECODE_TARGETS if args.decode else TARGETS)).split(",")
+    unknown = sorted(set(targets) - set(DECODE_TARGETS))
+    if unknown:
+        parser.error(f"unknown targets {unknown}: use {', '.join(DECODE_TARGETS)}")
+    step = "--backward" if args.backward else "--decode" if args.decode else ""
+    kernels = grid(parse_head_dims(args.head_dims), masks, args.dtypes.split(","), targets)
     if args.sample:
-        kernels = sample(args.sample, args.seed, kernels)
+        kernels = sample(args.sample, args.seed, kernels,
+                         DECODE_REGRESSIONS if args.decode else REGRESSIONS)
     specs = args.outdir / "specs"
     specs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, FLASHJIT_CACHE_DIR=str((args.outdir / "kernel-cache").resolve()))
     env.pop("FLASHJIT_DISABLE_CACHE", None)
     paths = {(qk, v, m, t): write_spec(specs, qk, v, m, t) for qk, v, m, t, _ in kernels}
 
-    print(f"[spill_sweep] {len(kernels)} {'backward ' if args.backward else ''}specs x "
+    print(f"[spill_sweep] {len(kernels)} {step[2:] + ' ' if step else ''}specs x "
           f"targets, {args.jobs} at once, results in {args.outdir}", flush=True)
     problems = []
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool, \
             open(args.outdir / "results.jsonl", "w", buffering=1) as results:
-        futures = {pool.submit(compile_one, args.cli, paths[(qk, v, m, t)], a, args.backward,
-                               env): (qk, v, m, t, a) for qk, v, m, t, a in kernels}
+        futures = {pool.submit(compile_one, args.cli, paths[(qk, v, m, t)], a, step, env): (qk, v, m, t, a) for qk, v, m, t, a in kernels}
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             qk, v, mask, dtype, arch = futures[future]
             for report in future.result():

@@ -53,6 +53,10 @@ struct DecSm80Layout {
   static constexpr int kPageRowsPerThread = (Cfg::kBlockN + kThreads - 1) / kThreads;
   // Paged rows whose addresses a thread finds before their copies (tile/load.cuh).
   static constexpr int kPagedRowGroup = Cfg::kAlign != 16 ? 1 : Cfg::kDqkPad >= 256 ? 2 : 4;
+  // Row steps of a K or V tile unrolled (tile/load.cuh). Head dims up to 128 copy a 64-key
+  // tile in 8 steps; wider ones in 16, and unrolling all 16 of K and V took 255 registers
+  // and spilled at V slices of 256.
+  static constexpr int kLoadUnroll = 8;
   // The merge's fp32 rows: each warp's O, then each warp's row max and row sum.
   static constexpr int kMergeStride = budget::dec_sm80_merge_stride(Cfg::kDvSlice);
   static constexpr int kMergeOFloats = Cfg::kWarps * Cfg::kBlockM * kMergeStride;
@@ -171,14 +175,16 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     Storage* v_dst = s_v + (step % kStages) * L::kVElems;
     if constexpr (Cfg::kPaged) {
       const int2* rows = s_page_rows + (step % kStages) * kBN;
-      load_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup>(
+      load_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup,
+                L::kLoadUnroll>(
           k_dst,
           [&](int r) {
             const int2 at = rows[r];
             return k + at.x * p.k_batch_stride + static_cast<long long>(at.y) * p.k_seq_stride;
           },
           k, seqlen_k - key0, Cfg::kHeadDimQk, tid);
-      load_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup>(
+      load_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup,
+                L::kLoadUnroll>(
           v_dst,
           [&](int r) {
             const int2 at = rows[r];
@@ -186,9 +192,9 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
           },
           v, seqlen_k - key0, v_cols, tid);
     } else {
-      load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign>(
+      load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kLoadUnroll>(
           k_dst, k + key0 * p.k_seq_stride, p.k_seq_stride, seqlen_k - key0, Cfg::kHeadDimQk, tid);
-      load_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign>(
+      load_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kLoadUnroll>(
           v_dst, v + key0 * p.v_seq_stride, p.v_seq_stride, seqlen_k - key0, v_cols, tid);
     }
   };

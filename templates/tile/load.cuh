@@ -31,8 +31,11 @@ __device__ __forceinline__ void copy_chunk(T* dst, const T* src, int valid) {
 //
 // Each thread keeps one fixed column for the whole tile and steps down the rows, so its
 // addresses are one base plus a constant stride per step: precomputing a separate address
-// for every chunk would pin dozens of registers across the main loop.
-template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, class T>
+// for every chunk would pin dozens of registers across the main loop. UNROLL caps how many
+// 16-byte steps are unrolled: fully unrolled, ptxas keeps every step's address live at once
+// (decode's 16 K and 16 V steps at d256 took 45 registers and spilled).
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, int UNROLL = 1 << 20,
+          class T>
 __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_stride,
                                           int rows_valid, int cols_valid, int tid) {
   constexpr int kVec = ALIGN / static_cast<int>(sizeof(T));  // elements per chunk
@@ -50,7 +53,7 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
     const long long step_stride = kRowsPerStep * src_stride;
     const T* from = src + row0 * src_stride + col;
     // Narrow copies need many steps; unrolling all of them would hold one address a step.
-#pragma unroll(ALIGN == 16 ? kSteps : 4)
+#pragma unroll(ALIGN == 16 ? (kSteps < UNROLL ? kSteps : UNROLL) : 4)
     for (int step = 0; step < kSteps; ++step) {
       const int row = row0 + step * kRowsPerStep;
       if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
@@ -81,9 +84,10 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
 // copies, so the reads row_at makes (a paged cache's table in shared memory) wait once for
 // the group instead of once a row; row_at is then called for rows past rows_valid too and must
 // read nothing out of bounds for any r < ROWS (what it returns for them is not read). The
-// zero-filled chunks name `fallback` (any address of the tensor).
-template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, int GROUP = 1, class T,
-          class RowAt>
+// zero-filled chunks name `fallback` (any address of the tensor). UNROLL caps the rows
+// unrolled, as in load_tile.
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, int GROUP = 1,
+          int UNROLL = 1 << 20, class T, class RowAt>
 __device__ __forceinline__ void load_rows(T* smem, RowAt row_at, const T* fallback,
                                           int rows_valid, int cols_valid, int tid) {
   constexpr int kVec = ALIGN / static_cast<int>(sizeof(T));
@@ -109,7 +113,9 @@ __device__ __forceinline__ void load_rows(T* smem, RowAt row_at, const T* fallba
       copy_row(row, row < rows_valid ? row_at(row) : nullptr);
   } else {
     constexpr int kRowSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
-#pragma unroll
+    constexpr int kGroups = (kRowSteps + GROUP - 1) / GROUP;
+    constexpr int kUnrolledGroups = UNROLL / GROUP < 1 ? 1 : UNROLL / GROUP;
+#pragma unroll(kGroups < kUnrolledGroups ? kGroups : kUnrolledGroups)
     for (int i0 = 0; i0 < kRowSteps; i0 += GROUP) {
       const T* from[GROUP];
 #pragma unroll
