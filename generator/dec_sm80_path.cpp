@@ -26,7 +26,9 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
   return dec_sm80_tiles(spec, target, 1);
 }
 
-std::string entry(const Plan& plan) { return struct_entry(plan, "DecParams", "fj::dec_sm80"); }
+std::string entry(const Plan& plan) {
+  return struct_entry(plan, "DecParams", "fj::dec_sm80", full_register_ctas(plan));
+}
 
 }  // namespace
 

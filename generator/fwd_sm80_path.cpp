@@ -33,18 +33,8 @@ std::string tuning_problem(const PaddedDims& dims, const Tiles& tiles) {
                      kSm80MaxAccumulatorRegisters);
 }
 
-// ptxas knows the CTA's threads but not that shared memory caps the CTAs an SM holds: told
-// nothing, it may aim at an occupancy the SM never reaches and spill to get there (168
-// registers, three CTAs of 128 threads: qk33 causal and 192/128 with a pattern mask spilled
-// on sm_80, where shared memory holds two and one). So the launch bounds name the CTAs shared
-// memory allows, where those still leave a thread ptxas's most registers: naming more would
-// cap a kernel that needs more registers than that occupancy leaves it (and holds fewer CTAs
-// today) below its need.
 std::string entry(const Plan& plan) {
-  constexpr int kRegistersPerSm = 65536, kMaxRegistersPerThread = 255;
-  const int ctas = resident_ctas(plan.target, plan.shared_bytes, plan.threads);
-  const bool full_registers = ctas * plan.threads * kMaxRegistersPerThread <= kRegistersPerSm;
-  return struct_entry(plan, "FwdParams", "fj::fwd_sm80", full_registers ? ctas : 0);
+  return struct_entry(plan, "FwdParams", "fj::fwd_sm80", full_register_ctas(plan));
 }
 
 }  // namespace

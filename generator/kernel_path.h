@@ -122,6 +122,14 @@ std::string warps_label(const Tiles& tiles);
 // CTAs an SM should hold to the launch bounds.
 std::string struct_entry(const Plan& plan, const char* params_type, const char* function,
                          int min_ctas = 0);
+// The CTAs an SM holds by shared memory, for an entry's launch bounds, where they still leave
+// a thread 255 registers (one or two CTAs of 128 threads), else 0. ptxas knows the CTA's
+// threads but not that shared memory caps the CTAs an SM holds: told nothing, it may aim at
+// an occupancy the SM never reaches and spill to get there (168 registers, three CTAs of 128
+// threads: qk33 causal and 192/128 with a pattern mask spilled on sm_80, where shared memory
+// holds two and one). Naming more CTAs would cap a kernel that needs more registers than that
+// occupancy leaves it (and holds fewer CTAs today) below its need.
+int full_register_ctas(const Plan& plan);
 // Does `problem` accept any of `preferred` on `target` (a path's serves(): dims its tiles hold)?
 bool some_tiles_fit(std::span<const Tiles> preferred, const PaddedDims& dims,
                     const std::string& target,

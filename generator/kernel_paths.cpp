@@ -99,6 +99,12 @@ std::string struct_entry(const Plan& plan, const char* params_type, const char* 
       bounds, plan.kernel_name, params_type, function);
 }
 
+int full_register_ctas(const Plan& plan) {
+  constexpr int kRegistersPerSm = 65536, kMaxRegistersPerThread = 255;
+  const int ctas = resident_ctas(plan.target, plan.shared_bytes, plan.threads);
+  return ctas * plan.threads * kMaxRegistersPerThread <= kRegistersPerSm ? ctas : 0;
+}
+
 bool some_tiles_fit(std::span<const Tiles> preferred, const PaddedDims& dims,
                     const std::string& target,
                     std::string (*problem)(const PaddedDims&, const Tiles&, const std::string&)) {
