@@ -62,11 +62,22 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
   // Narrower tiles and fewer stages fit wide heads and the 99 KB of sm_86/sm_89.
   constexpr Tiles kKeyTiles[] = {{0, 64, 4, 3}, {0, 64, 4, 2}, {0, 32, 2, 3},
                                  {0, 32, 2, 2}, {0, 16, 1, 3}, {0, 16, 1, 2}};
+  // A mask's row bounds and comparisons need registers beside the accumulators: at the
+  // budget's edge, 48 rows of d66-80 causal and 32 of d114-128 with a window spilled on
+  // sm_90a (255 registers), so a mask counts against the budget as in the sm80 forward.
+  constexpr int kMaskRegisters = 16;
+  const bool masked = spec.causal || spec.mask == MaskKind::SlidingWindow;
+  const int mask_registers = masked ? kMaskRegisters : 0;
   const int rows = std::clamp(round_up(packed_rows, 16), 16, kMaxBlockM);
   for (int block_m = rows; block_m >= 16; block_m -= 16) {
     for (Tiles t : kKeyTiles) {
       t.block_m = block_m;
-      if (dec_sm80_tiles_problem(dims, t, target).empty()) return t;
+      const int registers = fj::budget::dec_sm80_accumulator_registers(dims.dv_slice, t.block_m,
+                                                                       t.block_n, t.warps);
+      if (dec_sm80_tiles_problem(dims, t, target).empty() &&
+          (block_m == 16 || registers + mask_registers <=
+                                fj::budget::kDecSm80MaxAccumulatorRegisters))
+        return t;
     }
   }
   throw Error(ErrorKind::Usage, fmt::format("no decode tile configuration fits head dims {}/{} on {}",

@@ -89,6 +89,11 @@ DECODE_REGRESSIONS = [
     (241, 241, "causal", "bf16", "sm_90a"),
     (256, 256, "causal", "fp16", "sm_90a"),
     (256, 256, "none", "bf16", "sm_90a"),
+    (192, 128, "causal", "bf16", "sm_86"),
+    (193, 193, "window", "fp16", "sm_90a"),
+    (209, 209, "causal", "bf16", "sm_86"),
+    (66, 66, "causal", "bf16", "sm_90a"),
+    (128, 128, "window", "bf16", "sm_90a"),
 ]
 
 

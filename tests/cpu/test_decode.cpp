@@ -83,6 +83,17 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
   // 64 rows of d64 (176 accumulators) spilled on sm_80, sm_86 and sm_90a: 48 rows a block.
   CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 64).block_m == 48);
   CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 48).block_m == 48);
+  // A mask's registers count against the budget: 48 rows of d80 causal and 32 of d128 with
+  // a window spilled on sm_90a, and take the next block down.
+  Spec causal80 = spec_of(80, 80);
+  causal80.causal = true;
+  CHECK(gen::dec_sm80_tiles(spec_of(80, 80), "sm_90a", 48).block_m == 48);
+  CHECK(gen::dec_sm80_tiles(causal80, "sm_90a", 48).block_m == 32);
+  Spec window128 = spec;
+  window128.mask = MaskKind::SlidingWindow;
+  window128.window_left = 253;
+  window128.window_right = 61;
+  CHECK(gen::dec_sm80_tiles(window128, "sm_90a", 32).block_m == 16);
   for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
     for (int d = 1; d <= 512; ++d)
       for (int rows : {1, 16, 40, 64}) {
