@@ -1,4 +1,4 @@
-"""flashjit.torch without a GPU: the custom ops' schemas and fake implementations (run on
+"""flashjit.torch without a GPU: the ops' schemas and fake implementations (run on
 meta tensors, as torch.compile's tracing runs them), their autograd wiring, and what the SDPA
 entry point refuses. Skipped, with the reason, where torch is not installed."""
 import pytest
