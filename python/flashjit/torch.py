@@ -210,9 +210,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
         spec = spec_text(q.dtype, q.shape[-1], v.shape[-1], causal, window, deterministic)
     args = (q, k, v, spec, softmax_scale or 0.0, block_counts, block_indices, cu_seqlens_q,
             cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    # In eager mode the Autograd implementation is called here, not through the dispatcher.
-    # torch.compile calls the op, one node of its graph: dynamo cannot enter the context
-    # manager of _forward_autograd (a graph break), and its tracing needs the op's fake.
+    # In eager mode the Autograd implementation is called here, not through the dispatcher;
+    # torch.compile gets the op itself, one node of its graph (dynamo cannot enter
+    # _forward_autograd's context manager: a graph break).
     o, lse = forward_op(*args) if torch.compiler.is_compiling() else _forward_autograd(*args)
     return (o, lse) if return_lse else o
 
