@@ -9,7 +9,7 @@ with NVRTC, cached on disk, launched through the CUDA driver.
     d_q, d_k, d_v = kern.backward(q, k, v, o, lse, d_o)
 
 Layout [batch, seqlen, heads, head_dim] (FlashAttention's); causal is bottom-right aligned.
-flashjit.torch adds a torch.library custom op with autograd and an SDPA-style entry point.
+flashjit.torch adds torch.library ops with autograd and an SDPA-style entry point.
 Errors are flashjit.Error subclasses, one per kind: SpecError, ShapeError, CompileError,
 DriverError, NoDeviceError, CacheError, IoError, UsageError. Everything but running a kernel
 works without a GPU. The FLASHJIT_* environment variables (cache folder, dump folder, verbose

@@ -1,7 +1,7 @@
-"""flashjit's kernels as PyTorch operators: torch.library custom ops (``flashjit::forward``,
-``flashjit::backward``) with fake implementations, so torch.compile(fullgraph=True) keeps them
-in its graph and CUDA graphs capture them, and an autograd formula that runs the backward
-kernels.
+"""flashjit's kernels as PyTorch operators: ``flashjit::forward`` and ``flashjit::backward``,
+defined with torch.library, each with a CUDA and a fake implementation, so
+torch.compile(fullgraph=True) keeps them in its graph and CUDA graphs capture them, and with
+autograd: the forward's gradient runs the backward op (which refuses a second derivative).
 
     import flashjit.torch as fjt
     o = fjt.attention(q, k, v, causal=True)                     # [batch, seqlen, heads, dim]
@@ -10,7 +10,13 @@ kernels.
 A kernel compiles on its first call: make one call (or Kernel.compile()) before capturing a
 CUDA graph. The ops take the spec as YAML text, a constant that torch.compile folds into the
 graph; their implementations keep one flashjit.Kernel per spec text.
+
+The ops are defined with torch.library.Library rather than torch.library.custom_op, whose
+Python wrappers around each call cost more than the launch, and attention() in eager mode
+calls the forward's Autograd implementation itself: the dispatcher then calls into Python
+once a call, for the CUDA implementation.
 """
+
 import atexit
 import functools
 from typing import Any, Optional, Tuple
@@ -21,6 +27,7 @@ from . import _core
 from ._kernel import Kernel
 
 Tensor = torch.Tensor
+_C = torch._C
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,77 +38,131 @@ def _kernel(spec_yaml: str) -> Kernel:
 atexit.register(_kernel.cache_clear)  # as flashjit._attention's cache
 
 
-def _unit_stride(t: Optional[Tensor]) -> Optional[Tensor]:
+def _unit_stride(t: Tensor) -> Tensor:
     """`t`, or a contiguous copy where the kernels cannot read it: a head-dim stride other
     than 1, or a broadcast (stride 0) dimension, as the gradient of a sum() has."""
-    if t is None or (t.stride(-1) == 1 and all(s != 0 or n == 1 for s, n in zip(t.stride(), t.shape))):
+    strides = t.stride()
+    if strides[-1] == 1 and (0 not in strides or all(s or n == 1 for s, n in zip(strides, t.shape))):
         return t
     return t.contiguous()
 
 
-@torch.library.custom_op("flashjit::forward", mutates_args=(), device_types="cuda")
-def forward_op(q: Tensor, k: Tensor, v: Tensor, spec: str, softmax_scale: float,
-               block_counts: Optional[Tensor], block_indices: Optional[Tensor],
-               cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-               max_seqlen_q: int, max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
-    """The forward of the kernel of `spec` (YAML text): (o, lse) as flashjit.Kernel returns."""
-    return _kernel(spec)(q, k, v, return_lse=True, softmax_scale=softmax_scale,
-                         block_counts=block_counts, block_indices=block_indices,
-                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+# The registrations live as long as this object, hence a module global.
+_lib = torch.library.Library("flashjit", "DEF")
+_lib.define("forward(Tensor q, Tensor k, Tensor v, str spec, float softmax_scale, "
+            "Tensor? block_counts, Tensor? block_indices, Tensor? cu_seqlens_q, "
+            "Tensor? cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k) -> (Tensor, Tensor)",
+            tags=torch.Tag.pt2_compliant_tag)
+_lib.define("backward(Tensor d_o, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, str spec, "
+            "float softmax_scale, Tensor? block_counts, Tensor? block_indices, "
+            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt max_seqlen_q, "
+            "SymInt max_seqlen_k) -> (Tensor, Tensor, Tensor)",
+            tags=torch.Tag.pt2_compliant_tag)
+
+#: The forward of the kernel of `spec` (YAML text): (o, lse) as flashjit.Kernel returns them.
+forward_op = torch.ops.flashjit.forward.default
+#: The backward of the kernel of `spec`: (d_q, d_k, d_v) as flashjit.Kernel.backward.
+backward_op = torch.ops.flashjit.backward.default
 
 
-@forward_op.register_fake
-def _forward_fake(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
-                  cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    o = q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
+def _forward_outputs(q: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """Empty o and lse: the CUDA implementation writes them, the fake one returns them, so the
+    two agree on shapes and strides by construction."""
+    shape = q.shape  # read once: each read makes a torch.Size
+    o = q.new_empty(*shape[:-1], v.shape[-1])
     if cu_seqlens_q is not None:  # packed [total_q, heads_q, dim]: lse [heads_q, total_q]
-        lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
-    else:
-        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+        return o, q.new_empty(shape[1], shape[0], dtype=torch.float32)
+    return o, q.new_empty(shape[0], shape[2], shape[1], dtype=torch.float32)
+
+
+def _forward_cuda(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                  cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    o, lse = _forward_outputs(q, v, cu_seqlens_q)
+    kernel = _kernel(spec)
+    # Kernel.__call__'s launch without its argument handling (about 1 us), on torch's current
+    # stream; a torch without DLPack's C exchange API (before 2.10) takes Kernel.__call__.
+    if not kernel._core.forward_exchange(q, k, v, o, lse, softmax_scale, block_counts,
+                                         block_indices, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                         max_seqlen_k, None, None, None):
+        kernel(q, k, v, out=o, lse=lse, softmax_scale=softmax_scale, block_counts=block_counts,
+               block_indices=block_indices, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+               max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     return o, lse
 
 
-@torch.library.custom_op("flashjit::backward", mutates_args=(), device_types="cuda")
-def backward_op(d_o: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, spec: str,
-                softmax_scale: float, block_counts: Optional[Tensor],
-                block_indices: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
-                cu_seqlens_k: Optional[Tensor], max_seqlen_q: int,
-                max_seqlen_k: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """The backward of the kernel of `spec`: (d_q, d_k, d_v) as flashjit.Kernel.backward."""
-    # Gradients laid out as their tensors (empty_like), as the fake implementation says.
-    return _kernel(spec).backward(q, k, v, o, lse, _unit_stride(d_o), d_q=torch.empty_like(q),
-                                  d_k=torch.empty_like(k), d_v=torch.empty_like(v),
+def _forward_fake(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                  cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    return _forward_outputs(q, v, cu_seqlens_q)
+
+
+def _backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    # Gradients laid out as their tensors (empty_like), in the CUDA and the fake implementation.
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _backward_cuda(d_o, q, k, v, o, lse, spec, softmax_scale, block_counts, block_indices,
+                   cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    d_q, d_k, d_v = _backward_outputs(q, k, v)
+    return _kernel(spec).backward(q, k, v, o, lse, _unit_stride(d_o), d_q=d_q, d_k=d_k, d_v=d_v,
                                   softmax_scale=softmax_scale,
                                   block_counts=block_counts, block_indices=block_indices,
                                   cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
 
 
-@backward_op.register_fake
 def _backward_fake(d_o, q, k, v, o, lse, spec, softmax_scale, block_counts, block_indices,
                    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return _backward_outputs(q, k, v)
 
 
-def _setup_context(ctx, inputs, output):
-    (q, k, v, spec, scale, block_counts, block_indices, cu_seqlens_q, cu_seqlens_k,
-     max_seqlen_q, max_seqlen_k) = inputs
-    o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse, block_counts, block_indices, cu_seqlens_q, cu_seqlens_k)
-    ctx.spec, ctx.scale, ctx.max_seqlens = spec, scale, (max_seqlen_q, max_seqlen_k)
-    # The kernels compute no gradient through LSE (FlashAttention's do not either).
-    ctx.mark_non_differentiable(lse)
+class _Attention(torch.autograd.Function):
+    """flashjit::forward with its gradient through flashjit::backward. forward takes ctx rather
+    than a setup_context: with one, Function.apply binds its arguments to the signature
+    through inspect on every call (12 us on a CPU)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+        # Below autograd: the Autograd implementation would only call the op again.
+        with _C._AutoDispatchBelowAutograd():
+            o, lse = forward_op(q, k, v, spec, softmax_scale, block_counts, block_indices,
+                                cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        ctx.save_for_backward(q, k, v, o, lse, block_counts, block_indices, cu_seqlens_q,
+                              cu_seqlens_k)
+        ctx.spec, ctx.scale, ctx.max_seqlens = spec, softmax_scale, (max_seqlen_q, max_seqlen_k)
+        # The kernels compute no gradient through LSE (FlashAttention's do not either).
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, d_o, _d_lse):
+        q, k, v, o, lse, block_counts, block_indices, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+        d_q, d_k, d_v = backward_op(d_o, q, k, v, o, lse, ctx.spec, ctx.scale, block_counts,
+                                    block_indices, cu_seqlens_q, cu_seqlens_k, *ctx.max_seqlens)
+        return d_q, d_k, d_v, None, None, None, None, None, None, None, None
 
 
-def _backward(ctx, d_o, _d_lse):
-    q, k, v, o, lse, block_counts, block_indices, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
-    d_q, d_k, d_v = backward_op(d_o, q, k, v, o, lse, ctx.spec, ctx.scale, block_counts,
-                                block_indices, cu_seqlens_q, cu_seqlens_k, *ctx.max_seqlens)
-    return d_q, d_k, d_v, None, None, None, None, None, None, None, None
+def _forward_autograd(q, k, v, *options):
+    """flashjit::forward's Autograd implementation, which attention() also calls directly in
+    eager mode (sparing the dispatcher's call into Python for it): _Attention where a
+    gradient is wanted, else the op below autograd."""
+    if _C.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _Attention.apply(q, k, v, *options)
+    with _C._AutoDispatchBelowAutograd():
+        return forward_op(q, k, v, *options)
 
 
-forward_op.register_autograd(_backward, setup_context=_setup_context)
+def _no_double_backward(ctx, *grads):
+    raise NotImplementedError("flashjit::backward has no derivative: flashjit's kernels give "
+                              "first derivatives only (no double backward)")
+
+
+_lib.impl("forward", _forward_cuda, "CUDA")
+_lib.impl("forward", _forward_autograd, "Autograd")
+torch.library.register_fake("flashjit::forward", _forward_fake, lib=_lib)
+_lib.impl("backward", _backward_cuda, "CUDA")
+torch.library.register_fake("flashjit::backward", _backward_fake, lib=_lib)
+torch.library.register_autograd("flashjit::backward", _no_double_backward, lib=_lib)
 
 
 def spec_text(dtype: torch.dtype, head_dim_qk: int, head_dim_v: int, causal: bool = False,
@@ -112,13 +173,13 @@ def spec_text(dtype: torch.dtype, head_dim_qk: int, head_dim_v: int, causal: boo
     if dtype not in (torch.float16, torch.bfloat16):
         raise _core.ShapeError(f"flashjit.torch: dtype {dtype}; flashjit's kernels take "
                                "torch.float16 or torch.bfloat16")
-    lines = [f"head_dim_qk: {head_dim_qk}", f"head_dim_v: {head_dim_v}",
-             f"dtype: {'fp16' if dtype == torch.float16 else 'bf16'}",
-             f"causal: {'true' if causal else 'false'}",
-             f"backward: {{deterministic: {'true' if deterministic else 'false'}}}"]
+    text = (f"head_dim_qk: {head_dim_qk}\nhead_dim_v: {head_dim_v}\n"
+            f"dtype: {'fp16' if dtype == torch.float16 else 'bf16'}\n"
+            f"causal: {'true' if causal else 'false'}\n"
+            f"backward: {{deterministic: {'true' if deterministic else 'false'}}}\n")
     if window is not None:
-        lines.append(f"mask: {{sliding_window: {{left: {window[0]}, right: {window[1]}}}}}")
-    return "\n".join(lines) + "\n"
+        text += f"mask: {{sliding_window: {{left: {window[0]}, right: {window[1]}}}}}\n"
+    return text
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
@@ -147,8 +208,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
         spec = kernel.spec_yaml
     else:
         spec = spec_text(q.dtype, q.shape[-1], v.shape[-1], causal, window, deterministic)
-    o, lse = forward_op(q, k, v, spec, softmax_scale or 0.0, block_counts, block_indices,
-                        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    args = (q, k, v, spec, softmax_scale or 0.0, block_counts, block_indices, cu_seqlens_q,
+            cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    # In eager mode the Autograd implementation is called here, not through the dispatcher;
+    # torch.compile gets the op itself, one node of its graph (dynamo cannot enter
+    # _forward_autograd's context manager: a graph break).
+    o, lse = forward_op(*args) if torch.compiler.is_compiling() else _forward_autograd(*args)
     return (o, lse) if return_lse else o
 
 

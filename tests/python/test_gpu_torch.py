@@ -1,7 +1,7 @@
-"""flashjit.torch on the GPU: the custom ops pass torch.library.opcheck, autograd through them
-gives the fp64 reference's gradients (the double-precision check of the autograd wiring),
-torch.compile(fullgraph=True) keeps them with no graph break, and a CUDA graph of forward and
-backward replays equal to eager."""
+"""flashjit.torch on the GPU: the ops pass torch.library.opcheck, autograd through them gives
+the fp64 reference's gradients (the double-precision check of the autograd wiring), eagerly
+and compiled, torch.compile(fullgraph=True) keeps them with no graph break, and a CUDA graph
+of forward and backward replays equal to eager."""
 import pytest
 
 import flashjit
@@ -41,7 +41,7 @@ def test_backward_op_passes_opcheck_on_sdpa_style_strided_views():
 
 
 def test_autograd_gives_the_fp64_gradients_of_a_random_loss():
-    # What it checks: that the custom op's autograd formula routes each gradient to its input
+    # What it checks: that the op's autograd formula routes each gradient to its input
     # (GQA summed, causal, scale), by comparing torch.autograd through flashjit.torch with
     # autograd through the float64 reference for the loss sum(W * o), W random.
     q, k, v = tensors(2, 1000, 1037, 8, 2, 100)
@@ -57,6 +57,27 @@ def test_autograd_gives_the_fp64_gradients_of_a_random_loss():
     ref.assert_close("o", o, o_ref, o_low)
     for name, got, e, l in zip("qkv", (q, k, v), exact, low):
         ref.assert_close(f"d_{name}", got.grad, e.grad, l.grad)
+
+
+def test_the_op_called_directly_gives_attentions_results_and_gradients():
+    # attention() enters the forward's Autograd implementation itself in eager mode, a direct
+    # call of the op through the dispatcher, and without a gradient it runs the op below
+    # autograd: the three routes launch the same kernels (deterministic: bitwise the same).
+    q, k, v = tensors(2, 300, 333, 4, 2, 64)
+    d_o = torch.randn(2, 300, 4, 64, device="cuda", dtype=q.dtype)
+    o, lse = fjt.attention(q, k, v, causal=True, deterministic=True, return_lse=True)
+    o.backward(d_o)
+    grads = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    spec = fjt.spec_text(q.dtype, 64, 64, causal=True, deterministic=True)
+    o_op, lse_op = torch.ops.flashjit.forward(q, k, v, spec, 0.0, None, None, None, None, 0, 0)
+    o_op.backward(d_o)
+    assert torch.equal(o_op, o) and torch.equal(lse_op, lse)
+    for name, expected, t in zip("qkv", grads, (q, k, v)):
+        assert torch.equal(t.grad, expected), f"d_{name} through the op differs from attention()'s"
+    with torch.no_grad():
+        assert torch.equal(fjt.attention(q, k, v, causal=True, deterministic=True), o)
 
 
 def test_sdpa_entry_point_matches_torch_sdpa():
@@ -80,7 +101,7 @@ def attention_block(q, k, v):
     return o + s.transpose(1, 2)
 
 
-def test_torch_compile_fullgraph_has_no_graph_break():
+def test_torch_compile_fullgraph_has_no_graph_break_and_the_fp64_gradients():
     q, k, v = tensors(2, 512, 512, 8, 2, 64)
     explanation = torch._dynamo.explain(attention_block)(q, k, v)
     assert explanation.graph_break_count == 0, explanation.break_reasons
@@ -88,8 +109,16 @@ def test_torch_compile_fullgraph_has_no_graph_break():
     out = compiled(q, k, v)
     # Close, not equal: inductor may hand the ops other strides, hence another kernel variant.
     torch.testing.assert_close(out, attention_block(q, k, v))
-    out.sum().backward()
-    assert torch.isfinite(q.grad).all()
+    # The compiled backward (AOTAutograd's graph of flashjit::backward) against the fp64
+    # reference: attention_block is twice the causal attention (seqlen_q == seqlen_k).
+    weights = torch.randn(2, 512, 8, 64, device="cuda", dtype=torch.float64)
+    (out.double() * weights).sum().backward()
+    exact = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    (2 * ref.attention(*exact, causal=True)[0] * weights).sum().backward()
+    low = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    (2 * ref.attention(*low, causal=True, dtype=q.dtype)[0] * weights.to(q.dtype)).sum().backward()
+    for name, got, e, l in zip("qkv", (q, k, v), exact, low):
+        ref.assert_close(f"d_{name}", got.grad, e.grad, l.grad)
 
 
 def test_cuda_graph_replays_forward_and_backward_equal_to_eager():
@@ -99,9 +128,11 @@ def test_cuda_graph_replays_forward_and_backward_equal_to_eager():
     def step():
         for t in (q, k, v):
             t.grad = None
+        with torch.no_grad():  # inference's route: the op below autograd
+            inference = fjt.attention(q, k, v, causal=True)
         o = fjt.attention(q, k, v, causal=True)
         o.backward(d_o)
-        return o, q.grad, k.grad, v.grad
+        return inference, o, q.grad, k.grad, v.grad
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -118,5 +149,5 @@ def test_cuda_graph_replays_forward_and_backward_equal_to_eager():
     torch.cuda.synchronize()
     replayed = [t.clone() for t in captured]
     eager = step()
-    for name, a, b in zip(("o", "d_q", "d_k", "d_v"), replayed, eager):
+    for name, a, b in zip(("o without grad", "o", "d_q", "d_k", "d_v"), replayed, eager):
         assert torch.equal(a, b), f"{name} of the replay differs from eager"

@@ -1,4 +1,4 @@
-"""flashjit.torch without a GPU: the custom ops' schemas and fake implementations (run on
+"""flashjit.torch without a GPU: the ops' schemas and fake implementations (run on
 meta tensors, as torch.compile's tracing runs them), their autograd wiring, and what the SDPA
 entry point refuses. Skipped, with the reason, where torch is not installed."""
 import pytest
@@ -8,6 +8,7 @@ torch = pytest.importorskip(
 
 import flashjit  # noqa: E402
 import flashjit.torch as fjt  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 B, SQ, SK, HQ, HKV, DQK, DV = 2, 100, 130, 8, 2, 192, 128
 
@@ -18,6 +19,15 @@ def meta(*shape, dtype=torch.bfloat16, grad=False):
 
 def test_the_ops_are_registered_under_flashjit():
     assert hasattr(torch.ops.flashjit, "forward") and hasattr(torch.ops.flashjit, "backward")
+
+
+@pytest.mark.parametrize("op", ["flashjit::forward", "flashjit::backward"])
+def test_each_op_has_cuda_fake_and_autograd_implementations(op):
+    # register_fake's implementation is the Meta kernel; Autograd is the dispatcher's own key,
+    # so the op is differentiable when called directly, not only through attention().
+    for key in ("CUDA", "Meta", "Autograd"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op, key), key
+    assert torch.Tag.pt2_compliant_tag in getattr(torch.ops.flashjit, op[10:]).default.tags
 
 
 def test_spec_text_is_a_spec_the_library_accepts():
@@ -55,6 +65,25 @@ def test_autograd_reaches_the_backward_op_with_the_inputs_shapes():
     assert not lse.requires_grad  # no gradient flows through LSE
     o.sum().backward()
     assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
+
+
+def test_the_forward_op_called_directly_is_differentiable():
+    q, k, v = meta(B, SQ, HQ, 64, grad=True), meta(B, SK, HKV, 64, grad=True), meta(B, SK, HKV, 64, grad=True)
+    spec = fjt.spec_text(q.dtype, 64, 64)
+    o, lse = torch.ops.flashjit.forward(q, k, v, spec, 0.0, None, None, None, None, 0, 0)
+    assert o.requires_grad and not lse.requires_grad
+    o.sum().backward()
+    assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
+    with torch.no_grad():
+        assert not torch.ops.flashjit.forward(q, k, v, spec, 0.0, None, None, None, None, 0, 0)[0].requires_grad
+        assert not fjt.attention(q, k, v).requires_grad
+
+
+def test_a_second_derivative_is_refused():
+    q, k = meta(B, SQ, HQ, 64, grad=True), meta(B, SK, HKV, 64, grad=True)
+    (d_q,) = torch.autograd.grad(fjt.attention(q, k, k).sum(), q, create_graph=True)
+    with pytest.raises(NotImplementedError, match="no double backward"):
+        d_q.sum().backward()
 
 
 def test_sdpa_layout_round_trip_on_meta_tensors():
@@ -104,6 +133,16 @@ def test_opcheck_of_the_registration_on_meta_tensors():
     assert set(results.values()) == {"SUCCESS"}, results
 
 
+def test_opcheck_of_the_backward_op_on_meta_tensors():
+    q, k = meta(B, SQ, HQ, 64, grad=True), meta(B, SK, HKV, 64, grad=True)
+    lse = torch.empty(B, HQ, SQ, device="meta")
+    spec = fjt.spec_text(q.dtype, 64, 64, causal=True)
+    results = torch.library.opcheck(torch.ops.flashjit.backward.default,
+                                    (meta(B, SQ, HQ, 64), q, k, k, meta(B, SQ, HQ, 64), lse, spec, 0.0,
+                                     None, None, None, None, 0, 0))
+    assert set(results.values()) == {"SUCCESS"}, results
+
+
 def attention_block(q, k, v):
     o = fjt.attention(q, k, v, causal=True)
     s = fjt.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
@@ -116,6 +155,22 @@ def test_dynamo_traces_both_entry_points_without_a_graph_break():
     explanation = torch._dynamo.explain(attention_block)(q, k, k)
     assert explanation.graph_break_count == 0, explanation.break_reasons
     assert explanation.graph_count == 1
+    # The graph calls the op (not its implementation's allocations): eager and compiled code
+    # enter it by different routes.
+    assert explanation.graphs[0].code.count("torch.ops.flashjit.forward.default(") == 2
     out = torch.compile(attention_block, fullgraph=True, backend="aot_eager")(q, k, k)
     out.sum().backward()  # the compiled graph's backward reaches flashjit::backward's fake
     assert out.shape == (B, SK, HQ, 64) and q.grad.shape == q.shape
+
+
+def test_dynamo_traces_fake_cuda_tensors_into_the_op_without_a_graph_break():
+    # Fake tensors on "cuda", as torch.compile traces a GPU model: the dispatcher's CUDA keys
+    # (AutogradCUDA, then the fake implementation) run, with no GPU needed.
+    with FakeTensorMode():
+        q = torch.empty(B, SK, HQ, 64, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        k = torch.empty(B, SK, HKV, 64, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        o = fjt.attention(q, k, k)
+        assert o.device.type == "cuda" and o.shape == q.shape and o.requires_grad
+    explanation = torch._dynamo.explain(attention_block)(q, k, k)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graphs[0].code.count("torch.ops.flashjit.forward.default(") == 2
