@@ -27,7 +27,7 @@ struct TuneCommandOptions {
 };
 
 void print_db(const tune::TuneDb& db) {
-  const std::vector<tune::TuneEntry> entries = db.load();
+  const std::vector<tune::TuneEntry> entries = db.load().tiles;
   fmt::print("tune DB {}: {} entr{}\n", db.path(), entries.size(),
              entries.size() == 1 ? "y" : "ies");
   if (entries.empty()) return;
