@@ -73,7 +73,7 @@ int run_tune(const TuneCommandOptions& o) {
   tune::TuneOptions options;
   options.seqlens = o.seqlens;
   options.batch_heads = o.batch_heads;
-  options.budget_s = o.budget_s;
+  options.timing.budget_s = o.budget_s;
   Runtime runtime;
   std::vector<tune::SpecTuneResult> results;
   for (const Spec& spec : specs) {
