@@ -50,6 +50,10 @@ bool beats_heuristic(double best_ms, double heuristic_ms, const TimingOptions& o
   return best_ms <= heuristic_ms * (1 - options.min_gain);
 }
 
+std::string describe(const CallShape& s) {
+  return fmt::format("b{} h{}/{} q{} k{}", s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k);
+}
+
 std::vector<uint16_t> random_pool(DType dtype, size_t largest) {
   std::vector<uint16_t> pool(std::min(largest, kMaxPoolElements) + 3 * kMaxSets * kSetOffset);
   verify::RandomInputs(kSeed).fill(dtype, pool);

@@ -49,6 +49,8 @@ inline constexpr double kHopeless = 1.5;
 struct CallShape {
   int batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1;
 };
+// "b16 h32/8 q1 k32768"
+std::string describe(const CallShape& shape);
 
 // Random numbers in `dtype` that every tensor of a tuning run is a window of, repeated where a
 // tensor is larger (generating fresh numbers for every byte of a long KV cache would take
