@@ -1,7 +1,6 @@
 #include "autotune/decode_tuner.h"
 
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -162,45 +161,22 @@ DecodeTuneResult tune_decode(Runtime& runtime, const Spec& spec, const DecodeTun
       // Always a count of the call's own: 0 would let a tune DB entry pick it.
       const int splits = candidates[i];
       for (ForwardArgs& a : inputs.args) a.kv_splits = splits;
-      const std::string label = fmt::format("{} split{}", splits, splits == 1 ? "" : "s");
-      if (const std::string why = check_against_heuristic(*kernel, inputs, spec.dtype, heuristic);
-          !why.empty()) {
-        ++r.rejected;
-        progress(fmt::format("[{:2}/{}] {} {}: rejected, {}", i + 1, candidates.size(), where,
-                             label, why));
-        continue;
-      }
-      const double hopeless = heuristic ? INFINITY : kHopeless * r.best_ms;
-      const double ms = time_kernel(*kernel, inputs, timing.warmup, timing.iters, hopeless);
-      if (heuristic) {
-        r.heuristic_splits = r.best_splits = splits;
-        r.heuristic_ms = r.best_ms = ms;
-      } else if (ms < r.best_ms) {
-        r.best_splits = splits;
-        r.best_ms = ms;
-      }
-      progress(fmt::format("[{:2}/{}] {} {}: {:.4f} ms{}  best {} {:.4f} ms ({:.2f}x heuristic)",
-                           i + 1, candidates.size(), where, label, ms,
-                           ms >= hopeless ? " (hopeless, stopped)" : "", r.best_splits, r.best_ms,
-                           r.heuristic_ms / r.best_ms));
+      progress(fmt::format(
+          "[{:2}/{}] {} {}: {}", i + 1, candidates.size(), candidate_label(splits), where,
+          r.splits.measure(*kernel, inputs, spec.dtype, splits, heuristic, timing)));
     }
-    // Within min_gain of the heuristic is noise: the entry keeps the heuristic (0), whose
-    // count follows each call's shape within the bucket.
-    const bool tuned = beats_heuristic(r.best_ms, r.heuristic_ms, timing);
-    if (!tuned) {
-      r.best_splits = r.heuristic_splits;
-      r.best_ms = r.heuristic_ms;
-    }
-    DecodeEntry e;
-    e.gpu = gpu_identity(info);
-    e.spec_hash = spec_hash(spec);
-    e.spec_summary = spec_summary(spec);
-    e.bucket = r.bucket;
-    e.kv_splits = tuned ? r.best_splits : 0;
-    e.heuristic_kv_splits = r.heuristic_splits;
-    e.tuned_ms = r.best_ms;
-    e.heuristic_ms = r.heuristic_ms;
-    out.entries.push_back(e);
+    // An entry that keeps the heuristic (0) leaves the count to follow each call's shape
+    // within the bucket.
+    const bool tuned = r.splits.settle(timing);
+    out.entries.push_back({.gpu = gpu_identity(info),
+                           .spec_hash = spec_hash(spec),
+                           .spec_summary = spec_summary(spec),
+                           .bucket = r.bucket,
+                           .kv_splits = tuned ? r.splits.best : 0,
+                           .heuristic_kv_splits = r.splits.heuristic,
+                           .tuned_ms = r.splits.best_ms,
+                           .heuristic_ms = r.splits.heuristic_ms,
+                           .tuned_at = {}});  // TuneDb::record stamps it
     out.shapes.push_back(r);
   }
   out.seconds = clock.seconds();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune/fastest.h"
 #include "autotune/timed_inputs.h"
 #include "flashjit/flashjit.h"
 #include "runtime/decode_splits.h"
@@ -44,12 +45,8 @@ std::vector<int> kv_split_candidates(const rt::KvSplitRange& range);
 struct DecodeShapeResult {
   CallShape shape;
   DecodeBucket bucket;
-  int heuristic_splits = 0;
-  double heuristic_ms = 0;
-  int best_splits = 0;  // the heuristic's unless another beat it by more than min_gain
-  double best_ms = 0;
-  int candidates = 0;
-  int rejected = 0;  // counts whose output differed from the heuristic's
+  Fastest<int> splits;
+  int candidates = 0;  // split counts tried
 };
 
 struct DecodeTuneResult {

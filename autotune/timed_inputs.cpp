@@ -46,10 +46,6 @@ bool TuningClock::budget_spent(const TimingOptions& options) const {
   return options.budget_s > 0 && seconds() > options.budget_s;
 }
 
-bool beats_heuristic(double best_ms, double heuristic_ms, const TimingOptions& options) {
-  return best_ms <= heuristic_ms * (1 - options.min_gain);
-}
-
 std::string describe(const CallShape& s) {
   return fmt::format("b{} h{}/{} q{} k{}", s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k);
 }

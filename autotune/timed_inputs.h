@@ -35,9 +35,6 @@ class TuningClock {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// Does a candidate at `best_ms` beat the heuristic's `heuristic_ms` by more than min_gain?
-bool beats_heuristic(double best_ms, double heuristic_ms, const TimingOptions& options);
-
 // The seed of every random input a tuning run makes: runs are repeatable.
 inline constexpr uint64_t kSeed = 0x5eed;
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <future>
 #include <thread>
 
@@ -211,46 +210,25 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
     for (BucketBench& bench : benches) {
       BucketResult& r = bench.result;
       const std::string where = describe(r.bucket);
-      if (const std::string why =
-              check_against_heuristic(*kernel, bench.inputs, spec.dtype, heuristic);
-          !why.empty()) {
-        ++r.rejected;
-        progress(fmt::format("[{:2}/{}] {} {}: rejected, {}", i + 1, n, label, where, why));
-        continue;
-      }
-      const double hopeless = heuristic ? INFINITY : kHopeless * r.best_ms;
-      const double ms = time_kernel(*kernel, bench.inputs, timing.warmup, timing.iters, hopeless);
-      ++r.timed;
-      if (heuristic) {
-        r.heuristic_tiles = r.best_tiles = tiles;
-        r.heuristic_ms = r.best_ms = ms;
-      } else if (ms < r.best_ms) {
-        r.best_tiles = tiles;
-        r.best_ms = ms;
-      }
-      progress(fmt::format("[{:2}/{}] {} {}: {:.4f} ms{}  best {} {:.4f} ms ({:.2f}x heuristic)",
-                           i + 1, n, label, where, ms, ms >= hopeless ? " (hopeless, stopped)" : "",
-                           tiles_label(r.best_tiles), r.best_ms, r.heuristic_ms / r.best_ms));
+      progress(fmt::format(
+          "[{:2}/{}] {} {}: {}", i + 1, n, label, where,
+          r.tiles.measure(*kernel, bench.inputs, spec.dtype, tiles, heuristic, timing)));
     }
   }
 
   for (BucketBench& bench : benches) {
     BucketResult& r = bench.result;
-    // Within min_gain of the heuristic is noise: keep the tested default.
-    if (!beats_heuristic(r.best_ms, r.heuristic_ms, timing)) {
-      r.best_tiles = r.heuristic_tiles;
-      r.best_ms = r.heuristic_ms;
-    }
+    r.tiles.settle(timing);
     TuneEntry e;
     e.gpu = gpu;
     e.spec_hash = spec_hash(spec);
     e.spec_summary = spec_summary(spec);
     e.bucket = r.bucket;
     e.target = out.target;
-    e.tiles = r.best_tiles;
-    e.tuned_ms = r.best_ms;
-    e.heuristic_tiles = r.heuristic_tiles;
-    e.heuristic_ms = r.heuristic_ms;
+    e.tiles = r.tiles.best;
+    e.tuned_ms = r.tiles.best_ms;
+    e.heuristic_tiles = r.tiles.heuristic;
+    e.heuristic_ms = r.tiles.heuristic_ms;
     out.entries.push_back(e);
     out.buckets.push_back(r);
   }

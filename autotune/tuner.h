@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune/fastest.h"
 #include "autotune/timed_inputs.h"
 #include "flashjit/flashjit.h"
 #include "runtime/tune_db.h"
@@ -33,12 +34,7 @@ TimedShape timed_shape(const Spec& spec, int seqlen, const std::optional<int>& b
 struct BucketResult {
   ShapeBucket bucket;
   TimedShape shape;
-  Tiles heuristic_tiles;
-  double heuristic_ms = 0;
-  Tiles best_tiles;
-  double best_ms = 0;
-  int timed = 0;     // candidates timed on this bucket
-  int rejected = 0;  // candidates whose output differed from the heuristic's
+  Fastest<Tiles> tiles;
 };
 
 struct SpecTuneResult {

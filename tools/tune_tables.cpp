@@ -55,8 +55,9 @@ void print_results(const std::vector<tune::SpecTuneResult>& results) {
     for (const tune::BucketResult& b : r.buckets)
       fmt::print("{:<26} {:<20} {:<14} {:>12.4f} {:<14} {:>10.4f} {:>8.2f}x\n",
                  tune::spec_summary(r.spec), tune::describe(b.bucket),
-                 tune::tiles_label(b.heuristic_tiles), b.heuristic_ms,
-                 tune::tiles_label(b.best_tiles), b.best_ms, b.heuristic_ms / b.best_ms);
+                 tune::tiles_label(b.tiles.heuristic), b.tiles.heuristic_ms,
+                 tune::tiles_label(b.tiles.best), b.tiles.best_ms,
+                 b.tiles.heuristic_ms / b.tiles.best_ms);
   for (const tune::SpecTuneResult& r : results)
     fmt::print("{}: {} candidates ({} pruned, {} dropped) in {:.1f} s{}\n", r.spec.name,
                r.candidates, r.pruned, r.dropped.size(), r.seconds,
@@ -70,8 +71,8 @@ void print_results(const std::vector<tune::DecodeTuneResult>& results) {
     for (const tune::DecodeShapeResult& s : r.shapes)
       fmt::print("{:<26} {:<22} {:<20} {:>9} {:>10.4f} {:>6} {:>10.4f} {:>8.2f}x\n",
                  tune::spec_summary(r.spec), tune::describe(s.shape), tune::describe(s.bucket),
-                 s.heuristic_splits, s.heuristic_ms, s.best_splits, s.best_ms,
-                 speed_up(s.heuristic_ms, s.best_ms));
+                 s.splits.heuristic, s.splits.heuristic_ms, s.splits.best, s.splits.best_ms,
+                 speed_up(s.splits.heuristic_ms, s.splits.best_ms));
   for (const tune::DecodeTuneResult& r : results)
     fmt::print("{}: {} decode shapes timed ({} left out) in {:.1f} s{}\n", r.spec.name,
                r.shapes.size(), r.left_out.size(), r.seconds,
