@@ -70,56 +70,61 @@ GpuIdentity gpu_from(const json& j) {
   return gpu;
 }
 
-TuneEntry tiles_entry_from(const json& j) {
-  TuneEntry e;
+// The fields every kind of entry has: the GPU and spec of its key, and what was measured when.
+template <class Entry>
+json common_json(const char* kind, const Entry& e) {
+  return {{"kind", kind},
+          {"gpu", gpu_json(e.gpu)},
+          {"spec_hash", e.spec_hash},
+          {"spec", e.spec_summary},
+          {"tuned_ms", e.tuned_ms},
+          {"heuristic_ms", e.heuristic_ms},
+          {"tuned_at", e.tuned_at}};
+}
+
+template <class Entry>
+Entry common_from(const json& j) {
+  Entry e;
   e.gpu = gpu_from(j.at("gpu"));
   e.spec_hash = j.at("spec_hash").get<std::string>();
   e.spec_summary = j.value("spec", "");
-  const json& bucket = j.at("bucket");
-  e.bucket = {int_at(bucket, "seqlen_q"), int_at(bucket, "seqlen_k"),
-              int_at(bucket, "batch_heads")};
-  e.target = j.at("target").get<std::string>();
-  e.tiles = tiles_from(j.at("tiles"));
   e.tuned_ms = j.value("tuned_ms", 0.0);
-  if (j.contains("heuristic_tiles")) e.heuristic_tiles = tiles_from(j.at("heuristic_tiles"));
   e.heuristic_ms = j.value("heuristic_ms", 0.0);
   e.tuned_at = j.value("tuned_at", "");
   return e;
 }
 
+TuneEntry tiles_entry_from(const json& j) {
+  TuneEntry e = common_from<TuneEntry>(j);
+  const json& bucket = j.at("bucket");
+  e.bucket = {int_at(bucket, "seqlen_q"), int_at(bucket, "seqlen_k"),
+              int_at(bucket, "batch_heads")};
+  e.target = j.at("target").get<std::string>();
+  e.tiles = tiles_from(j.at("tiles"));
+  if (j.contains("heuristic_tiles")) e.heuristic_tiles = tiles_from(j.at("heuristic_tiles"));
+  return e;
+}
+
 DecodeEntry decode_entry_from(const json& j) {
-  DecodeEntry e;
-  e.gpu = gpu_from(j.at("gpu"));
-  e.spec_hash = j.at("spec_hash").get<std::string>();
-  e.spec_summary = j.value("spec", "");
+  DecodeEntry e = common_from<DecodeEntry>(j);
   const json& bucket = j.at("bucket");
   e.bucket = {int_in(bucket, "packed_rows", 1, INT_MAX), int_in(bucket, "seqlen_k", 1, INT_MAX),
               int_in(bucket, "batch_heads_kv", 1, INT_MAX)};
   e.kv_splits = int_in(j, "kv_splits", 0, rt::kMaxKvSplits);
   if (j.contains("heuristic_kv_splits"))
     e.heuristic_kv_splits = int_in(j, "heuristic_kv_splits", 1, rt::kMaxKvSplits);
-  e.tuned_ms = j.value("tuned_ms", 0.0);
-  e.heuristic_ms = j.value("heuristic_ms", 0.0);
-  e.tuned_at = j.value("tuned_at", "");
   return e;
 }
 
 }  // namespace
 
 json entry_json(const TuneEntry& e) {
-  json j = {{"kind", kTilesKind},
-            {"gpu", gpu_json(e.gpu)},
-            {"spec_hash", e.spec_hash},
-            {"spec", e.spec_summary},
-            {"bucket",
-             {{"seqlen_q", e.bucket.seqlen_q},
-              {"seqlen_k", e.bucket.seqlen_k},
-              {"batch_heads", e.bucket.batch_heads}}},
-            {"target", e.target},
-            {"tiles", tiles_json(e.tiles)},
-            {"tuned_ms", e.tuned_ms},
-            {"heuristic_ms", e.heuristic_ms},
-            {"tuned_at", e.tuned_at}};
+  json j = common_json(kTilesKind, e);
+  j["bucket"] = {{"seqlen_q", e.bucket.seqlen_q},
+                 {"seqlen_k", e.bucket.seqlen_k},
+                 {"batch_heads", e.bucket.batch_heads}};
+  j["target"] = e.target;
+  j["tiles"] = tiles_json(e.tiles);
   // Optional, as tiles_entry_from reads it: an entry read without heuristic tiles must not be
   // written back with zeros, which the next read refuses (found by fuzz/fuzz_tune_db).
   if (!e.heuristic_tiles.is_auto()) j["heuristic_tiles"] = tiles_json(e.heuristic_tiles);
@@ -127,18 +132,11 @@ json entry_json(const TuneEntry& e) {
 }
 
 json entry_json(const DecodeEntry& e) {
-  json j = {{"kind", kDecodeKind},
-            {"gpu", gpu_json(e.gpu)},
-            {"spec_hash", e.spec_hash},
-            {"spec", e.spec_summary},
-            {"bucket",
-             {{"packed_rows", e.bucket.packed_rows},
-              {"seqlen_k", e.bucket.seqlen_k},
-              {"batch_heads_kv", e.bucket.batch_heads_kv}}},
-            {"kv_splits", e.kv_splits},
-            {"tuned_ms", e.tuned_ms},
-            {"heuristic_ms", e.heuristic_ms},
-            {"tuned_at", e.tuned_at}};
+  json j = common_json(kDecodeKind, e);
+  j["bucket"] = {{"packed_rows", e.bucket.packed_rows},
+                 {"seqlen_k", e.bucket.seqlen_k},
+                 {"batch_heads_kv", e.bucket.batch_heads_kv}};
+  j["kv_splits"] = e.kv_splits;
   // Optional like heuristic_tiles: 0 (not known) is not a count the next read accepts.
   if (e.heuristic_kv_splits > 0) j["heuristic_kv_splits"] = e.heuristic_kv_splits;
   return j;
