@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::slurp;
 
 GpuIdentity h200() {
   return GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"};
@@ -42,13 +42,6 @@ TuneEntry entry(const GpuIdentity& gpu, const std::string& hash, int seqlen, Til
   e.heuristic_tiles = Tiles{128, 64, 8, 2};
   e.tuned_at = "2026-12-01T10:00:00Z";
   return e;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 int count_with_prefix(const fs::path& dir, const std::string& prefix) {

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -44,13 +43,6 @@ TuneEntry tiles_entry(const std::string& hash) {
   e.target = "sm_90a";
   e.tiles = Tiles{128, 128, 12, 2};
   return e;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 int corrupt_copies(const fs::path& dir) {
@@ -95,7 +87,7 @@ TEST_CASE("autotune: a decode entry survives serialize and parse field for field
 
 TEST_CASE("autotune: a DB written before entry kinds still reads, as tile entries") {
   const std::string text =
-      slurp(fs::path(FLASHJIT_SOURCE_DIR) / "tests/cpu/golden/tune_db_before_kinds.json");
+      test::slurp(fs::path(FLASHJIT_SOURCE_DIR) / "tests/cpu/golden/tune_db_before_kinds.json");
   REQUIRE(text.find("\"kind\"") == std::string::npos);
   const ParsedDb parsed = parse(text, "old.json");
   CHECK(parsed.skipped.empty());

@@ -16,9 +16,7 @@
 namespace flashjit::rt {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::contains;
 
 DeviceInfo h200() { return DeviceInfo{"NVIDIA H200", 9, 0, 132, 13000}; }
 
@@ -34,13 +32,7 @@ tune::DecodeEntry entry_for(const Spec& spec, const tune::DecodeBucket& bucket, 
 }
 
 std::string shape_error(const Spec& spec, const ForwardArgs& args) {
-  try {
-    check_forward_args(spec, args);
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::Shape);
-    return e.what();
-  }
-  return "";
+  return test::error_of_kind(ErrorKind::Shape, [&] { check_forward_args(spec, args); });
 }
 
 }  // namespace
