@@ -12,6 +12,10 @@
 
 namespace flashjit::tune {
 
+// A candidate whose first timed launch is this much slower than the best so far cannot win:
+// it is not timed further (this keeps hopeless candidates from eating the budget).
+inline constexpr double kHopeless = 1.5;
+
 inline std::string candidate_label(const Tiles& tiles) { return gen::tiles_label(tiles); }
 inline std::string candidate_label(int kv_splits) {
   return fmt::format("{} split{}", kv_splits, kv_splits == 1 ? "" : "s");

@@ -38,10 +38,6 @@ class TuningClock {
 // The seed of every random input a tuning run makes: runs are repeatable.
 inline constexpr uint64_t kSeed = 0x5eed;
 
-// A candidate whose first timed launch is this much slower than the best so far cannot win:
-// it is not timed further (this keeps hopeless candidates from eating the budget).
-inline constexpr double kHopeless = 1.5;
-
 // One timed call's sizes (contiguous tensors).
 struct CallShape {
   int batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1;

@@ -38,8 +38,8 @@ struct KvSplitChoice {
 // (`tuned`, 0 for none), else the heuristic's; a count above range.most is cut to it.
 KvSplitChoice choose_kv_splits(const KvSplitRange& range, int requested, int tuned);
 
-// For FLASHJIT_VERBOSE: "32 key splits (tune DB: <note>)", "10 key splits (the call's
-// kv_splits 64, cut to the 10 the call allows)". `note` says why the DB gave what it gave.
+// For FLASHJIT_VERBOSE: "24 key splits (tuned: <note>)", "10 key splits (the call's
+// kv_splits, cut from 64 to the 10 the call allows)"; `note` says what the tune DB held.
 std::string describe(const KvSplitChoice& choice, const std::string& note);
 
 }  // namespace flashjit::rt

@@ -188,7 +188,7 @@ struct ForwardArgs {
 
   // A decode call's key splits (README, "Decode"): 0 lets the runtime choose (the tune DB's
   // count for the call's decode bucket, else its heuristic); 1..128 asks for that many, cut
-  // to the call's key tiles. Only for calls that run the decode kernels.
+  // to what the call allows (its key tiles). Only for calls that run the decode kernels.
   int kv_splits = 0;
 
   // Strides of densely packed tensors in the layout above.
