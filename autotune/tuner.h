@@ -4,11 +4,12 @@
 // timed shape) before it can win.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "autotune/fastest.h"
+#include "autotune/timed_inputs.h"
 #include "flashjit/flashjit.h"
 #include "runtime/tune_db.h"
 #include "runtime/tune_key.h"
@@ -20,12 +21,7 @@ struct TuneOptions {
   // batch * heads of the timed shapes; default the benchmark's 16k tokens: batch =
   // 16384 / seqlen, heads = 2048 / head_dim_qk (every bf16 tensor 64 MiB, above L2).
   std::optional<int> batch_heads;
-  double budget_s = 0;  // wall-clock limit per spec; 0 = none
-  int warmup = 3;
-  int iters = 15;  // timed launches, median kept
-  // A candidate replaces the heuristic only when it is faster by more than this fraction:
-  // closer than that is timing noise, and the heuristic is the tested default.
-  double min_gain = 0.01;
+  TimingOptions timing;
   unsigned compile_threads = 0;  // 0: every hardware thread
 };
 
@@ -38,12 +34,7 @@ TimedShape timed_shape(const Spec& spec, int seqlen, const std::optional<int>& b
 struct BucketResult {
   ShapeBucket bucket;
   TimedShape shape;
-  Tiles heuristic_tiles;
-  double heuristic_ms = 0;
-  Tiles best_tiles;
-  double best_ms = 0;
-  int timed = 0;     // candidates timed on this bucket
-  int rejected = 0;  // candidates whose output differed from the heuristic's
+  Fastest<Tiles> tiles;
 };
 
 struct SpecTuneResult {
@@ -57,8 +48,6 @@ struct SpecTuneResult {
   double seconds = 0;
   std::vector<TuneEntry> entries;  // one per bucket, ready for TuneDb::record
 };
-
-using Progress = std::function<void(const std::string& line)>;
 
 // Throws Error(NoDevice) without a GPU, Error(Usage) for a spec that cannot be tuned, and
 // Error(Compile/Driver) when the heuristic kernel itself cannot be built or checked.

@@ -1,6 +1,6 @@
 // libFuzzer target: tune::parse, the reader of the tune DB (lookups, `tune --show`, and the
 // writers' re-read under their lock). A text is a DB, with its bad entries skipped, or an
-// Error; the good entries must serialize and read back as many.
+// Error; the good entries of every kind must serialize and read back as many.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,6 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const flashjit::tune::ParsedDb again =
       flashjit::tune::parse(flashjit::tune::serialize(parsed.entries), "serialized.json");
-  if (again.entries.size() != parsed.entries.size() || !again.skipped.empty()) __builtin_trap();
+  if (again.entries.tiles.size() != parsed.entries.tiles.size() ||
+      again.entries.decode.size() != parsed.entries.decode.size() || !again.skipped.empty())
+    __builtin_trap();
   return 0;
 }

@@ -8,7 +8,6 @@
 #include "generator/dec_sm80_path.h"
 #include "generator/targets.h"
 #include "runtime/call_traits.h"
-#include "runtime/decode_splits.h"
 #include "runtime/forward_params.h"
 
 namespace flashjit::rt {
@@ -42,7 +41,8 @@ bool takes_decode(const Spec& spec, const ForwardArgs& args, std::string* why) {
   return true;
 }
 
-int decode_kv_splits_for(const gen::Plan& split_plan, const ForwardArgs& args, int sm_count) {
+KvSplitRange decode_kv_split_range(const gen::Plan& split_plan, const ForwardArgs& args,
+                                   int sm_count) {
   const LaunchGeometry g = launch_geometry(split_plan, args, sm_count);
   const long long ctas = 1LL * g.grid_x * g.grid_y * g.grid_z;
   // A window bounds the band of keys the rows see; causal leaves it the whole cache.
@@ -57,8 +57,10 @@ int decode_kv_splits_for(const gen::Plan& split_plan, const ForwardArgs& args, i
                      (split_plan.shared_bytes + kReservedShared);
   const int slots = std::max(sm_count, 1) * std::clamp(per_sm, 1, 2);
   // The grid's z (batch x column splits x key splits) is at most 65535.
-  const int z_room = static_cast<int>(65535 / std::max<long long>(g.grid_z, 1));
-  return std::clamp(decode_kv_splits(ctas, key_tiles, slots), 1, std::max(z_room, 1));
+  const long long z_room = 65535 / std::max<long long>(g.grid_z, 1);
+  const int most = static_cast<int>(
+      std::max<long long>(1, std::min<long long>({kMaxKvSplits, key_tiles, z_room})));
+  return {std::min(decode_kv_splits(ctas, key_tiles, slots), most), most};
 }
 
 std::vector<ScratchBuffer> decode_scratch(const Spec& spec, const ForwardArgs& args,

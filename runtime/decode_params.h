@@ -7,6 +7,7 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/plan.h"
+#include "runtime/decode_splits.h"
 #include "runtime/operation.h"
 #include "templates/kernels/dec_params.cuh"
 
@@ -24,11 +25,13 @@ inline constexpr int kDecodeMinKeys = 256;
 // The query rows of a GQA group for one (batch, kv head): seqlen_q * heads_q / heads_kv.
 int decode_packed_rows(const ForwardArgs& args);
 
-// The key splits of this call for `split_plan` (the decode kernel's plan) on a GPU of
-// `sm_count` multiprocessors (runtime/decode_splits.h): its CTAs without splitting, the key
-// tiles of the band its rows see, and the CTAs a multiprocessor holds at once (by shared
-// memory, at most two: the kernel's registers allow no more at four warps).
-int decode_kv_splits_for(const gen::Plan& split_plan, const ForwardArgs& args, int sm_count);
+// The key splits this call allows for `split_plan` (the decode kernel's plan) on a GPU of
+// `sm_count` multiprocessors, and the heuristic's among them (runtime/decode_splits.h): from
+// its CTAs without splitting, the key tiles of the band its rows see, and the CTAs a
+// multiprocessor holds at once (by shared memory, at most two: the kernel's registers allow
+// no more at four warps).
+KvSplitRange decode_kv_split_range(const gen::Plan& split_plan, const ForwardArgs& args,
+                                   int sm_count);
 
 // The partial O and LSE that `kv_splits` > 1 splits write for the combine (none for one).
 std::vector<ScratchBuffer> decode_scratch(const Spec& spec, const ForwardArgs& args,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace flashjit::rt {
 
 int decode_kv_splits(long long ctas, int key_tiles, int slots) {
@@ -21,6 +23,36 @@ int decode_kv_splits(long long ctas, int key_tiles, int slots) {
     }
   }
   return best;
+}
+
+KvSplitChoice choose_kv_splits(const KvSplitRange& range, int requested, int tuned) {
+  KvSplitChoice choice;
+  if (requested > 0) {
+    choice.source = KvSplitSource::Caller;
+    choice.asked = requested;
+  } else if (tuned > 0) {
+    choice.source = KvSplitSource::TuneDb;
+    choice.asked = tuned;
+  } else {
+    choice.asked = range.heuristic;
+  }
+  choice.splits = std::clamp(choice.asked, 1, std::max(range.most, 1));
+  return choice;
+}
+
+std::string describe(const KvSplitChoice& choice, const std::string& note) {
+  const std::string count =
+      fmt::format("{} key split{}", choice.splits, choice.splits == 1 ? "" : "s");
+  const std::string cut =
+      choice.splits == choice.asked
+          ? ""
+          : fmt::format(", cut from {} to the {} the call allows", choice.asked, choice.splits);
+  switch (choice.source) {
+    case KvSplitSource::Caller: return fmt::format("{} (the call's kv_splits{})", count, cut);
+    case KvSplitSource::TuneDb: return fmt::format("{} (tuned{}: {})", count, cut, note);
+    case KvSplitSource::Heuristic: break;
+  }
+  return fmt::format("{} (heuristic{}: {})", count, cut, note);
 }
 
 }  // namespace flashjit::rt

@@ -1,6 +1,9 @@
 // How many splits decode cuts each (batch, kv head)'s keys into (Flash-Decoding): enough
-// CTAs to fill the GPU, no more than pays for the combine.
+// CTAs to fill the GPU, no more than pays for the combine; or the count the caller or the tune
+// DB gives, within what the call allows.
 #pragma once
+
+#include <string>
 
 namespace flashjit::rt {
 
@@ -15,5 +18,28 @@ inline constexpr int kSplitOverheadTiles = 2;
 // a split + kSplitOverheadTiles), plus the combine's pass for more than one, the fewest among
 // equals. 1 when the unsplit grid already fills the GPU or there is one tile.
 int decode_kv_splits(long long ctas, int key_tiles, int slots);
+
+// One call's split counts: the heuristic's, and the most it allows (kMaxKvSplits, its key
+// tiles, the room left in the grid's z).
+struct KvSplitRange {
+  int heuristic = 1;
+  int most = 1;
+};
+
+enum class KvSplitSource { Caller, TuneDb, Heuristic };
+
+struct KvSplitChoice {
+  int splits = 1;
+  KvSplitSource source = KvSplitSource::Heuristic;
+  int asked = 1;  // the count before it was cut to KvSplitRange::most
+};
+
+// The caller's count (`requested`, ForwardArgs::kv_splits) when it is > 0, else the tune DB's
+// (`tuned`, 0 for none), else the heuristic's; a count above range.most is cut to it.
+KvSplitChoice choose_kv_splits(const KvSplitRange& range, int requested, int tuned);
+
+// For FLASHJIT_VERBOSE: "24 key splits (tuned: <note>)", "10 key splits (the call's
+// kv_splits, cut from 64 to the 10 the call allows)"; `note` says what the tune DB held.
+std::string describe(const KvSplitChoice& choice, const std::string& note);
 
 }  // namespace flashjit::rt

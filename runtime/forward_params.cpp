@@ -7,6 +7,7 @@
 
 #include "generator/dec_sm80_path.h"
 #include "generator/element_types.h"
+#include "runtime/decode_params.h"
 
 namespace flashjit::rt {
 namespace {
@@ -97,6 +98,21 @@ void check_cache_args(const Spec& spec, const ForwardArgs& a) {
                       a.seqlen_k, a.max_pages, a.page_size));
 }
 
+// kv_splits picks decode's split count; a call that runs the forward kernel splits no keys,
+// and ignoring the request would hide that it asked for the wrong kernel.
+void check_kv_splits(const Spec& spec, const ForwardArgs& a) {
+  if (a.kv_splits == 0) return;
+  require(a.kv_splits >= 1 && a.kv_splits <= kMaxKvSplits,
+          fmt::format("kv_splits = {} must be 0 (the runtime's choice) or 1..{}", a.kv_splits,
+                      kMaxKvSplits));
+  require(takes_decode(spec, a),
+          fmt::format("kv_splits = {} is for calls that run the decode kernels, and this one "
+                      "runs the forward kernel (decode takes KV-cache calls, and others of at "
+                      "most {} packed query rows against at least {} keys unless the spec says "
+                      "decode: always or never); leave it 0",
+                      a.kv_splits, kDecodeMaxPackedRows, kDecodeMinKeys));
+}
+
 }  // namespace
 
 void check_tensor_strides(const char* operation, const char* tensor, const TensorStrides& stride,
@@ -141,6 +157,7 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
                       args.softmax_scale));
   check_mask_args(spec, args);
   check_cache_args(spec, args);
+  check_kv_splits(spec, args);
   // Packed varlen tensors have no batch dimension: its stride is never used. A paged cache's
   // first dimension is its pages.
   const int strided_batch = args.cu_seqlens_q != nullptr ? 1 : args.batch;

@@ -1,7 +1,7 @@
 // flashjit::Runtime and the Kernel it hands out: an operation's plan (its launches) ->
 // compile (KernelCompiler) -> load -> launch through the dlopen'ed driver. Tiles come from
 // the spec, else from the runtime's TileSource (the tune DB by default), else from the
-// path's heuristic.
+// path's heuristic; decode's key splits from the call, else the tune DB, else a heuristic.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -25,6 +25,7 @@
 #include "runtime/operation.h"
 #include "runtime/tensor_maps.h"
 #include "runtime/tile_counters.h"
+#include "runtime/tune_db_splits.h"
 #include "runtime/tune_db_tiles.h"
 #include "runtime/tune_key.h"
 
@@ -121,7 +122,7 @@ class JitKernel final : public Kernel {
     rt::check_forward_args(spec_, args);
     if (!rt::takes_decode(spec_, args)) return 0;
     const rt::OperationPlan plan = decode_plan(args);
-    const int splits = rt::decode_kv_splits_for(plan.launches[0], args, device_.sm_count);
+    const int splits = kv_splits_for(plan.launches[0], args).splits;
     return rt::workspace_bytes(rt::decode_scratch(spec_, args, splits));
   }
 
@@ -195,6 +196,25 @@ class JitKernel final : public Kernel {
     return decode_tiles_.emplace(rows, gen::dec_sm80_tiles(spec_, target_, rows)).first->second;
   }
 
+  // A decode call's key splits: the call's own, else the tune DB's for its decode bucket
+  // (asked once a bucket), else the heuristic's. `note`, when given, gets what the DB said.
+  rt::KvSplitChoice kv_splits_for(const gen::Plan& split_plan, const ForwardArgs& args,
+                                  std::string* note = nullptr) const {
+    const rt::KvSplitRange range = rt::decode_kv_split_range(split_plan, args, device_.sm_count);
+    int tuned = 0;
+    if (args.kv_splits == 0) {
+      const tune::DecodeBucket bucket = tune::decode_bucket_for(
+          rt::decode_packed_rows(args), args.seqlen_k, args.batch, args.heads_kv);
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto found = tuned_splits_.find(bucket);
+      if (found == tuned_splits_.end())
+        found = tuned_splits_.emplace(bucket, rt::tuned_kv_splits(spec_, device_, bucket)).first;
+      tuned = found->second.splits;
+      if (note) *note = found->second.note;
+    }
+    return rt::choose_kv_splits(range, args.kv_splits, tuned);
+  }
+
   // A decode call: the split kernel over kv_splits splits of the keys, then, when there are
   // several, the combine of their partial outputs.
   void decode(const ForwardArgs& args, void* stream) {
@@ -202,7 +222,9 @@ class JitKernel final : public Kernel {
     const LoadedOperation& op =
         operation_for(gen::Operation::Decode, rt::decode_call_traits(spec_, args), tiles);
     const gen::Plan& split_plan = op.plan.launches[0];
-    const int splits = rt::decode_kv_splits_for(split_plan, args, device_.sm_count);
+    std::string note;
+    const rt::KvSplitChoice choice = kv_splits_for(split_plan, args, &note);
+    const int splits = choice.splits;
     const std::vector<rt::ScratchBuffer> scratch = rt::decode_scratch(spec_, args, splits);
     rt::Driver& driver = rt::Driver::get(ordinal_);
     rt::StreamScratch owned;
@@ -224,9 +246,8 @@ class JitKernel final : public Kernel {
       // Once a kernel and split count: a decode loop calls this every token.
       std::string why;
       rt::takes_decode(spec_, args, &why);
-      const std::string line = fmt::format("{}: decode ({}), {} key split{}",
-                                           split_plan.kernel_name, why, splits,
-                                           splits == 1 ? "" : "s");
+      const std::string line = fmt::format("{}: decode ({}), {}", split_plan.kernel_name, why,
+                                           rt::describe(choice, note));
       std::lock_guard<std::mutex> lock(mutex_);
       if (decode_said_.insert(line).second) rt::verbose_line(line);
     }
@@ -323,13 +344,14 @@ class JitKernel final : public Kernel {
   const DeviceInfo device_;
   const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  // Guards operations_, variants_, tiles_by_bucket_, decode_tiles_, decode_said_ and
-  // tile_counters_: forward() may run on several threads.
+  // Guards operations_, variants_, tiles_by_bucket_, decode_tiles_, tuned_splits_,
+  // decode_said_ and tile_counters_: forward() may run on several threads.
   mutable std::mutex mutex_;
   std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
   mutable std::map<int, Tiles> decode_tiles_;  // by packed rows
+  mutable std::map<tune::DecodeBucket, rt::TunedKvSplits> tuned_splits_;
   std::set<std::string> decode_said_;  // FLASHJIT_VERBOSE's decode lines, each said once
   rt::TileCounters tile_counters_{ordinal_};
 };

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +21,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/bounded_read.h"
 #include "runtime/env.h"
+#include "runtime/tune_entry_json.h"
 
 namespace flashjit::tune {
 namespace {
@@ -30,91 +30,61 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kFormat = "flashjit-tune-db";
+// Entry kinds (runtime/tune_entry_json.h) extend the file without a new version: a version
+// changes only when a reader of the last one would misread a file of this one.
 constexpr int kVersion = 1;
 
-json tiles_json(const Tiles& t) {
-  return {{"block_m", t.block_m}, {"block_n", t.block_n}, {"warps", t.warps},
-          {"stages", t.stages}};
-}
-
-// The integer at `key`, which must fit an int: json's get<int>() truncates 2^40 and turns
-// 3e60 into undefined behaviour (found by fuzz/fuzz_tune_db).
-int int_at(const json& j, const char* key) {
-  const json& value = j.at(key);
-  if (value.is_number_unsigned() && value.get<uint64_t>() <= INT_MAX)
-    return static_cast<int>(value.get<uint64_t>());
-  if (value.is_number_integer() && !value.is_number_unsigned() &&
-      value.get<int64_t>() >= INT_MIN && value.get<int64_t>() <= INT_MAX)
-    return static_cast<int>(value.get<int64_t>());
-  throw Error(ErrorKind::Cache, fmt::format("\"{}\" is not an integer that fits an int", key));
-}
-
-// A value for a message: scalars as written (cut), lists and objects by kind only, since
-// dumping them is recursive and a forged file may nest them a million levels deep.
-std::string brief(const json& value) {
-  if (value.is_structured()) return value.is_array() ? "(a list)" : "(an object)";
-  const std::string text = value.dump();
-  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
-}
-
-Tiles tiles_from(const json& j) {
-  Tiles t{int_at(j, "block_m"), int_at(j, "block_n"), int_at(j, "warps"), int_at(j, "stages")};
-  if (t.block_m < 1 || t.block_n < 1 || t.warps < 1 || t.stages < 1)
-    throw Error(ErrorKind::Cache, fmt::format("tiles m{}n{}w{}s{} hold a value below 1",
-                                              t.block_m, t.block_n, t.warps, t.stages));
-  return t;
-}
-
-json entry_json(const TuneEntry& e) {
-  json j = {{"gpu",
-           {{"name", e.gpu.name},
-            {"compute_capability", fmt::format("{}.{}", e.gpu.cc_major, e.gpu.cc_minor)},
-            {"sm_count", e.gpu.sm_count},
-            {"driver_version", e.gpu.driver_version},
-            {"nvrtc_version", e.gpu.nvrtc_version}}},
-          {"spec_hash", e.spec_hash},
-          {"spec", e.spec_summary},
-          {"bucket",
-           {{"seqlen_q", e.bucket.seqlen_q},
-            {"seqlen_k", e.bucket.seqlen_k},
-            {"batch_heads", e.bucket.batch_heads}}},
-          {"target", e.target},
-          {"tiles", tiles_json(e.tiles)},
-          {"tuned_ms", e.tuned_ms},
-          {"heuristic_ms", e.heuristic_ms},
-          {"tuned_at", e.tuned_at}};
-  // Optional, as entry_from reads it: an entry read without heuristic tiles must not be
-  // written back with zeros, which the next read refuses (found by fuzz/fuzz_tune_db).
-  if (!e.heuristic_tiles.is_auto()) j["heuristic_tiles"] = tiles_json(e.heuristic_tiles);
-  return j;
-}
-
-TuneEntry entry_from(const json& j) {
-  TuneEntry e;
-  const json& gpu = j.at("gpu");
-  e.gpu.name = gpu.at("name").get<std::string>();
-  const std::string cc = gpu.at("compute_capability").get<std::string>();
-  if (std::sscanf(cc.c_str(), "%d.%d", &e.gpu.cc_major, &e.gpu.cc_minor) != 2)
-    throw Error(ErrorKind::Cache, fmt::format("compute_capability '{}' is not MAJOR.MINOR", cc));
-  e.gpu.sm_count = int_at(gpu, "sm_count");
-  e.gpu.driver_version = int_at(gpu, "driver_version");
-  e.gpu.nvrtc_version = gpu.at("nvrtc_version").get<std::string>();
-  e.spec_hash = j.at("spec_hash").get<std::string>();
-  e.spec_summary = j.value("spec", "");
-  const json& bucket = j.at("bucket");
-  e.bucket = {int_at(bucket, "seqlen_q"), int_at(bucket, "seqlen_k"),
-              int_at(bucket, "batch_heads")};
-  e.target = j.at("target").get<std::string>();
-  e.tiles = tiles_from(j.at("tiles"));
-  e.tuned_ms = j.value("tuned_ms", 0.0);
-  if (j.contains("heuristic_tiles")) e.heuristic_tiles = tiles_from(j.at("heuristic_tiles"));
-  e.heuristic_ms = j.value("heuristic_ms", 0.0);
-  e.tuned_at = j.value("tuned_at", "");
-  return e;
-}
-
-auto sort_key(const TuneEntry& e) {
+template <class Entry>
+auto sort_key(const Entry& e) {
   return std::tie(e.spec_summary, e.spec_hash, e.bucket, e.gpu.name, e.gpu.driver_version);
+}
+
+// `entries` sorted, so that the file diffs well, appended to `list` as JSON.
+template <class Entry>
+void append_sorted(std::vector<Entry> entries, json& list) {
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return sort_key(a) < sort_key(b); });
+  for (const Entry& e : entries) list.push_back(entry_json(e));
+}
+
+// Puts `e` in `merged`, in place of an entry of the same GPU, spec and bucket.
+template <class Entry>
+void merge_entry(Entry e, std::vector<Entry>& merged, const std::string& now) {
+  if (e.tuned_at.empty()) e.tuned_at = now;
+  const auto same = std::find_if(merged.begin(), merged.end(), [&](const Entry& m) {
+    return m.gpu == e.gpu && m.spec_hash == e.spec_hash && m.bucket == e.bucket;
+  });
+  if (same != merged.end())
+    *same = std::move(e);
+  else
+    merged.push_back(std::move(e));
+}
+
+std::string holds(const TuneEntry& e) { return "tiles " + gen::tiles_label(e.tiles); }
+std::string holds(const DecodeEntry& e) {
+  return e.kv_splits > 0 ? fmt::format("{} key splits", e.kv_splits)
+                         : "the heuristic's key splits (none measured faster)";
+}
+
+// The entry of `entries` for this GPU, spec and bucket, the others of this spec and bucket
+// counted, and the note that says so.
+template <class Entry, class Bucket>
+Found<Entry> find_entry(std::vector<Entry>& entries, const GpuIdentity& gpu,
+                        const std::string& hash, const Bucket& bucket, const std::string& path) {
+  Found<Entry> found;
+  for (Entry& e : entries) {
+    if (e.spec_hash != hash || e.bucket != bucket) continue;
+    if (e.gpu == gpu) {
+      found.entry = std::move(e);
+    } else {
+      ++found.ignored_other_gpu;
+      found.note += fmt::format("ignored an entry made on {}; ", describe(e.gpu));
+    }
+  }
+  found.note += found.entry ? fmt::format("{} from tune DB {} (tuned {})", holds(*found.entry),
+                                          path, found.entry->tuned_at)
+                            : fmt::format("no entry for this GPU in tune DB {}", path);
+  return found;
 }
 
 constexpr uint64_t kMaxDbBytes = uint64_t{64} << 20;
@@ -188,7 +158,7 @@ void set_aside(const std::string& path, const std::string& why) {
 // The writer's read, under the writers' lock: a DB that is corrupt as a whole is set aside and
 // read as empty; one with bad entries is set aside too (a copy of every entry stays there)
 // and its good entries are kept.
-std::vector<TuneEntry> load_for_writer(const std::string& path) {
+TuneDbEntries load_for_writer(const std::string& path) {
   ParsedDb parsed;
   try {
     const std::optional<std::string> text = read_file(path);
@@ -212,21 +182,15 @@ std::string utc_now() {
 
 }  // namespace
 
-bool same_key(const TuneEntry& a, const TuneEntry& b) {
-  return a.gpu == b.gpu && a.spec_hash == b.spec_hash && a.bucket == b.bucket;
-}
-
 std::string default_db_path() {
   const std::string configured = rt::tune_db_path();
   return configured.empty() ? rt::cache_dir() + "/tune.json" : configured;
 }
 
-std::string serialize(const std::vector<TuneEntry>& entries) {
-  std::vector<TuneEntry> sorted = entries;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const TuneEntry& a, const TuneEntry& b) { return sort_key(a) < sort_key(b); });
+std::string serialize(const TuneDbEntries& entries) {
   json list = json::array();
-  for (const TuneEntry& e : sorted) list.push_back(entry_json(e));
+  append_sorted(entries.tiles, list);
+  append_sorted(entries.decode, list);
   const json doc = {{"format", kFormat}, {"version", kVersion}, {"entries", list}};
   return doc.dump(2) + "\n";
 }
@@ -258,7 +222,7 @@ ParsedDb parse(const std::string& text, const std::string& source) {
   ParsedDb parsed;
   for (size_t i = 0; i < list->size(); ++i) {
     try {
-      parsed.entries.push_back(entry_from((*list)[i]));
+      read_entry((*list)[i], parsed.entries);
     } catch (const std::exception& error) {  // Error or json::exception, both name the field
       parsed.skipped.push_back(fmt::format("{}: entries[{}]: {}", source, i, error.what()));
     }
@@ -268,7 +232,7 @@ ParsedDb parse(const std::string& text, const std::string& source) {
 
 TuneDb::TuneDb(std::string path) : path_(std::move(path)) {}
 
-std::vector<TuneEntry> TuneDb::load() const {
+TuneDbEntries TuneDb::load() const {
   const std::optional<std::string> text = read_file(path_);
   if (!text) return {};
   ParsedDb parsed = parse(*text, path_);
@@ -276,48 +240,50 @@ std::vector<TuneEntry> TuneDb::load() const {
   return std::move(parsed.entries);
 }
 
-Lookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
-                      const ShapeBucket& bucket) const {
-  Lookup found;
-  std::vector<TuneEntry> entries;
+namespace {
+
+// A lookup's entries: a DB that cannot be read is a warning on stderr and none, with `note`
+// saying why.
+std::optional<TuneDbEntries> load_for_lookup(const TuneDb& db, std::string& note) {
   try {
-    entries = load();
+    return db.load();
   } catch (const Error& error) {
-    // A caller that only wanted tiles gets the heuristic's, and the reason on stderr.
-    std::fprintf(stderr, "[flashjit] warning: tune DB unusable (%s); the heuristic's tiles are "
+    std::fprintf(stderr, "[flashjit] warning: tune DB unusable (%s); the heuristic's choice is "
                  "used\n", error.what());
-    found.note = fmt::format("tune DB {} unusable: {}", path_, error.what());
-    return found;
+    note = fmt::format("tune DB {} unusable: {}", db.path(), error.what());
+    return std::nullopt;
   }
-  for (TuneEntry& e : entries) {
-    if (e.spec_hash != hash || e.bucket != bucket) continue;
-    if (e.gpu == gpu) {
-      found.entry = std::move(e);
-    } else {
-      ++found.ignored_other_gpu;
-      found.note += fmt::format("ignored an entry made on {}; ", describe(e.gpu));
-    }
-  }
-  found.note += found.entry ? fmt::format("tiles {} from tune DB {} (tuned {})",
-                                          gen::tiles_label(found.entry->tiles), path_,
-                                          found.entry->tuned_at)
-                            : fmt::format("no entry for this GPU in tune DB {}", path_);
-  return found;
 }
 
-void TuneDb::record(const std::vector<TuneEntry>& entries) const {
+}  // namespace
+
+Lookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
+                      const ShapeBucket& bucket) const {
+  Lookup unusable;
+  std::optional<TuneDbEntries> entries = load_for_lookup(*this, unusable.note);
+  return entries ? find_entry(entries->tiles, gpu, hash, bucket, path_) : unusable;
+}
+
+DecodeLookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
+                            const DecodeBucket& bucket) const {
+  DecodeLookup unusable;
+  std::optional<TuneDbEntries> entries = load_for_lookup(*this, unusable.note);
+  return entries ? find_entry(entries->decode, gpu, hash, bucket, path_) : unusable;
+}
+
+void TuneDb::record(const std::vector<TuneEntry>& entries) const { merge_into_file({entries, {}}); }
+
+void TuneDb::record(const std::vector<DecodeEntry>& entries) const {
+  merge_into_file({{}, entries});
+}
+
+void TuneDb::merge_into_file(const TuneDbEntries& entries) const {
   const WriterLock lock(path_);
   // Re-read under the lock: another process may have recorded entries since we last looked.
-  std::vector<TuneEntry> merged = load_for_writer(path_);
-  for (TuneEntry e : entries) {
-    if (e.tuned_at.empty()) e.tuned_at = utc_now();
-    const auto same = std::find_if(merged.begin(), merged.end(),
-                                   [&](const TuneEntry& m) { return same_key(m, e); });
-    if (same != merged.end())
-      *same = std::move(e);
-    else
-      merged.push_back(std::move(e));
-  }
+  TuneDbEntries merged = load_for_writer(path_);
+  const std::string now = utc_now();
+  for (const TuneEntry& e : entries.tiles) merge_entry(e, merged.tiles, now);
+  for (const DecodeEntry& e : entries.decode) merge_entry(e, merged.decode, now);
   create_parent_folder(path_);
   // 0644: the DB is meant to be shared and shipped.
   rt::write_file_atomically(path_, serialize(merged), 0644, "tune DB");

@@ -1,6 +1,6 @@
 // The tune DB: a JSON file a person can read, review and ship with an application, holding
-// the fastest tiles measured per (GPU, spec, shape bucket). Path: FLASHJIT_TUNE_DB, else
-// <cache dir>/tune.json.
+// the fastest tiles measured per (GPU, spec, shape bucket) and the fastest decode key-split
+// count per (GPU, spec, decode bucket). Path: FLASHJIT_TUNE_DB, else <cache dir>/tune.json.
 //
 // Concurrency: readers take no lock and always see a whole file, because writers replace it
 // by rename. Writers serialise on an flock of "<db>.lock" (released by the kernel when a
@@ -21,6 +21,7 @@
 
 namespace flashjit::tune {
 
+// The tiles of forward calls in one shape bucket (`flashjit tune`).
 struct TuneEntry {
   GpuIdentity gpu;
   std::string spec_hash;
@@ -34,37 +35,65 @@ struct TuneEntry {
   std::string tuned_at;  // UTC, ISO 8601
 };
 
-// Same GPU, spec and bucket: the second entry replaces the first on a merge.
-bool same_key(const TuneEntry& a, const TuneEntry& b);
+// The key splits of decode calls in one decode bucket (`flashjit tune --decode`).
+struct DecodeEntry {
+  GpuIdentity gpu;
+  std::string spec_hash;
+  std::string spec_summary;  // for people reading the file; not part of the key
+  DecodeBucket bucket;
+  // The fastest count measured, or 0 when none beat the heuristic's by the tuner's min_gain:
+  // the bucket then keeps the heuristic, whose count follows each call's own shape.
+  int kv_splits = 0;
+  int heuristic_kv_splits = 0;  // the heuristic's count on the timed shape (0: not known)
+  double tuned_ms = 0;
+  double heuristic_ms = 0;
+  std::string tuned_at;  // UTC, ISO 8601
+};
+
+// What a DB holds, by kind.
+struct TuneDbEntries {
+  std::vector<TuneEntry> tiles;
+  std::vector<DecodeEntry> decode;
+};
 
 // Where the DB lives for this process (FLASHJIT_TUNE_DB, else <cache dir>/tune.json).
 std::string default_db_path();
 
 // What a lookup found, and why, for FLASHJIT_VERBOSE.
-struct Lookup {
-  std::optional<TuneEntry> entry;  // set when an entry matches GPU, spec and bucket
-  int ignored_other_gpu = 0;       // entries for this spec and bucket made on another GPU
-  std::string note;                // one line: what was used or why nothing was
+template <class Entry>
+struct Found {
+  std::optional<Entry> entry;  // set when an entry matches GPU, spec and bucket
+  int ignored_other_gpu = 0;   // entries for this spec and bucket made on another GPU
+  std::string note;            // one line: what was used or why nothing was
 };
+using Lookup = Found<TuneEntry>;
+using DecodeLookup = Found<DecodeEntry>;
 
 class TuneDb {
  public:
   explicit TuneDb(std::string path);
   const std::string& path() const { return path_; }
 
-  // Every good entry in the file (none when it does not exist); a bad entry is skipped with a
-  // warning on stderr. Throws Error(Io) for a file that cannot be read (a folder, a FIFO, over
-  // 64 MiB) and Error(Cache) for one that is not a tune DB of this version.
-  std::vector<TuneEntry> load() const;
+  // Every good entry in the file (none when it does not exist); a bad entry (an unknown kind
+  // too) is skipped with a warning on stderr. Throws Error(Io) for a file that cannot be read
+  // (a folder, a FIFO, over 64 MiB) and Error(Cache) for one that is not a tune DB of this
+  // version.
+  TuneDbEntries load() const;
   // The entry for this GPU, spec and bucket; entries of other GPUs are counted, not used. An
   // unusable DB is a warning on stderr and no entry, never an exception.
   Lookup lookup(const GpuIdentity& gpu, const std::string& spec_hash,
                 const ShapeBucket& bucket) const;
-  // Merges `entries` into the file (replacing entries with the same key) under the writers'
-  // lock, atomically. Throws Error(Io) when the folder or the file cannot be written.
+  DecodeLookup lookup(const GpuIdentity& gpu, const std::string& spec_hash,
+                      const DecodeBucket& bucket) const;
+  // Merges `entries` into the file (each replaces an entry of the same GPU, spec and bucket)
+  // under the writers' lock, atomically. Throws Error(Io) when the folder or the file cannot
+  // be written.
   void record(const std::vector<TuneEntry>& entries) const;
+  void record(const std::vector<DecodeEntry>& entries) const;
 
  private:
+  void merge_into_file(const TuneDbEntries& entries) const;
+
   std::string path_;
 };
 
@@ -72,10 +101,10 @@ class TuneDb {
 // throws Error(Cache) naming what is wrong when the text as a whole is not a tune DB, and
 // lists each entry it cannot read in `skipped` ("<source>: entries[3]: why").
 struct ParsedDb {
-  std::vector<TuneEntry> entries;
+  TuneDbEntries entries;
   std::vector<std::string> skipped;
 };
-std::string serialize(const std::vector<TuneEntry>& entries);
+std::string serialize(const TuneDbEntries& entries);
 ParsedDb parse(const std::string& text, const std::string& source);
 
 }  // namespace flashjit::tune

@@ -54,4 +54,14 @@ std::string describe(const ShapeBucket& bucket) {
   return fmt::format("q{} k{} bh{}", bucket.seqlen_q, bucket.seqlen_k, bucket.batch_heads);
 }
 
+DecodeBucket decode_bucket_for(int packed_rows, int seqlen_k, int batch, int heads_kv) {
+  return DecodeBucket{round_up_pow2(packed_rows), round_up_pow2(seqlen_k),
+                      round_up_pow2(batch * heads_kv)};
+}
+
+std::string describe(const DecodeBucket& bucket) {
+  return fmt::format("r{} k{} bhkv{}", bucket.packed_rows, bucket.seqlen_k,
+                     bucket.batch_heads_kv);
+}
+
 }  // namespace flashjit::tune

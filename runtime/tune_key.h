@@ -1,5 +1,6 @@
 // What a tune DB entry is keyed by: the GPU it was measured on, the spec (its semantic fields,
-// not its name) and the shape bucket. An entry applies only where all three match.
+// not its name) and the shape bucket (a forward shape's for tiles, a decode call's for key
+// splits). An entry applies only where all three match.
 #pragma once
 
 #include <compare>
@@ -46,5 +47,20 @@ int round_up_pow2(int value);
 ShapeBucket bucket_for(int seqlen_q, int seqlen_k, int batch, int heads_q);
 // "q4096 k4096 bh64"
 std::string describe(const ShapeBucket& bucket);
+
+// A decode call rounded up, each size to a power of two, for its key-split count. The best
+// count trades the unsplit grid's CTAs (a row tile of the packed rows for each batch x KV
+// head) against the GPU's slots, and each split's key tiles (seqlen_k) against the combine:
+// so the packed rows (seqlen_q x the GQA group: the tile height), seqlen_k and batch x
+// heads_kv, not heads_q or seqlen_q apart.
+struct DecodeBucket {
+  int packed_rows = 0;
+  int seqlen_k = 0;
+  int batch_heads_kv = 0;
+  auto operator<=>(const DecodeBucket&) const = default;
+};
+DecodeBucket decode_bucket_for(int packed_rows, int seqlen_k, int batch, int heads_kv);
+// "r4 k32768 bhkv128"
+std::string describe(const DecodeBucket& bucket);
 
 }  // namespace flashjit::tune

@@ -125,7 +125,7 @@ std::vector<std::optional<Tiles>> tilings_for(const Spec& spec, const std::strin
 std::vector<Job> plan_jobs(const BuildOptions& options) {
   const std::vector<std::string> targets = parse_targets(options.archs);
   std::vector<tune::TuneEntry> tuned;
-  if (!options.tune_db.empty()) tuned = tune::TuneDb(options.tune_db).load();
+  if (!options.tune_db.empty()) tuned = tune::TuneDb(options.tune_db).load().tiles;
   std::vector<Job> jobs;
   std::set<std::string> names;  // a tuned tiling may equal the heuristic's: build it once
   for (const std::string& file : options.spec_files) {

@@ -1,6 +1,8 @@
 // `flashjit tune SPEC.yaml... [--seqlens 1024,4096,16384] [--batch-heads N] [--budget-s S]
 // [--db FILE]`: find the fastest correct tiles per spec and shape bucket on this GPU and
-// record them in the tune DB; `flashjit tune --show` prints what the DB holds.
+// record them in the tune DB; with `--decode [--batches B,...] [--seqlens-k L,...]
+// [--seqlen-q N] [--heads H] [--heads-kv H]`, the fastest key-split count per decode bucket
+// instead; `flashjit tune --show` prints what the DB holds.
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,11 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "autotune/candidates.h"
+#include "autotune/decode_tuner.h"
 #include "autotune/tuner.h"
 #include "runtime/driver.h"
 #include "runtime/tune_db.h"
 #include "tools/tune_command.h"
+#include "tools/tune_tables.h"
 
 namespace flashjit::cli {
 namespace {
@@ -21,41 +24,33 @@ struct TuneCommandOptions {
   std::vector<std::string> spec_files;
   std::vector<int> seqlens = {1024, 4096, 16384};
   std::optional<int> batch_heads;
+  bool decode = false;
+  tune::DecodeTuneOptions decode_options;
   double budget_s = 0;
   std::string db;
   bool show = false;
 };
 
-void print_db(const tune::TuneDb& db) {
-  const std::vector<tune::TuneEntry> entries = db.load();
-  fmt::print("tune DB {}: {} entr{}\n", db.path(), entries.size(),
-             entries.size() == 1 ? "y" : "ies");
-  if (entries.empty()) return;
-  fmt::print("{:<26} {:<20} {:<14} {:>12} {:>14} {:>9}  {:<20} {}\n", "spec", "bucket", "tiles",
-             "tuned ms", "heuristic ms", "speed-up", "tuned at", "gpu");
-  for (const tune::TuneEntry& e : entries)
-    fmt::print("{:<26} {:<20} {:<14} {:>12.4f} {:>14.4f} {:>8.2f}x  {:<20} {}\n", e.spec_summary,
-               tune::describe(e.bucket), tune::tiles_label(e.tiles), e.tuned_ms, e.heuristic_ms,
-               e.tuned_ms > 0 ? e.heuristic_ms / e.tuned_ms : 0.0, e.tuned_at,
-               tune::describe(e.gpu));
+void print_line(const std::string& line) {
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
 }
 
-void print_table(const std::vector<tune::SpecTuneResult>& results) {
-  fmt::print("\n{:<26} {:<20} {:<14} {:>12} {:<14} {:>10} {:>9}\n", "spec", "bucket",
-             "heuristic", "heur. ms", "tuned", "tuned ms", "speed-up");
-  for (const tune::SpecTuneResult& r : results)
-    for (const tune::BucketResult& b : r.buckets)
-      fmt::print("{:<26} {:<20} {:<14} {:>12.4f} {:<14} {:>10.4f} {:>8.2f}x\n",
-                 tune::spec_summary(r.spec), tune::describe(b.bucket),
-                 tune::tiles_label(b.heuristic_tiles), b.heuristic_ms,
-                 tune::tiles_label(b.best_tiles), b.best_ms, b.heuristic_ms / b.best_ms);
-  for (const tune::SpecTuneResult& r : results)
-    fmt::print("{}: {} candidates ({} pruned, {} dropped) in {:.1f} s{}\n", r.spec.name,
-               r.candidates, r.pruned, r.dropped.size(), r.seconds,
-               r.budget_exhausted ? " (budget spent before every candidate was timed)" : "");
+// Tunes each spec with `tune_one` and records its entries, spec by spec, so an interrupted run
+// keeps what it measured; then prints the results.
+template <class Tune>
+void tune_each(const std::vector<Spec>& specs, const tune::TuneDb& db, Tune tune_one) {
+  std::vector<decltype(tune_one(specs.front()))> results;
+  for (const Spec& spec : specs) {
+    results.push_back(tune_one(spec));
+    db.record(results.back().entries);
+    fmt::print("recorded {} entr{} in {}\n", results.back().entries.size(),
+               results.back().entries.size() == 1 ? "y" : "ies", db.path());
+  }
+  print_results(results);
 }
 
-int run_tune(const TuneCommandOptions& o) {
+int run_tune(TuneCommandOptions& o) {
   const tune::TuneDb db(o.db.empty() ? tune::default_db_path() : o.db);
   if (o.show) {
     print_db(db);
@@ -64,29 +59,30 @@ int run_tune(const TuneCommandOptions& o) {
   if (o.spec_files.empty()) throw Error(ErrorKind::Usage, "tune needs SPEC.yaml files (or --show)");
   std::vector<Spec> specs;
   for (const std::string& file : o.spec_files) specs.push_back(Spec::from_file(file));
+  // Shapes that cannot be tuned are the user's to fix, with or without a GPU.
+  if (o.decode)
+    for (const Spec& spec : specs) tune::decode_shapes(spec, o.decode_options);
   if (!rt::Driver::available())
     throw Error(ErrorKind::NoDevice,
                 fmt::format("tuning times kernels on a GPU and this machine has none ({}); "
                             "tune on the GPU the kernels will run on, then ship its tune DB",
                             rt::Driver::unavailable_reason()));
 
+  Runtime runtime;
+  if (o.decode) {
+    o.decode_options.timing.budget_s = o.budget_s;
+    tune_each(specs, db, [&](const Spec& spec) {
+      return tune::tune_decode(runtime, spec, o.decode_options, print_line);
+    });
+    return kOk;
+  }
   tune::TuneOptions options;
   options.seqlens = o.seqlens;
   options.batch_heads = o.batch_heads;
-  options.budget_s = o.budget_s;
-  Runtime runtime;
-  std::vector<tune::SpecTuneResult> results;
-  for (const Spec& spec : specs) {
-    results.push_back(tune::tune_spec(runtime, spec, options, [](const std::string& line) {
-      fmt::print("{}\n", line);
-      std::fflush(stdout);
-    }));
-    // Recorded spec by spec, so an interrupted run keeps what it measured.
-    db.record(results.back().entries);
-    fmt::print("recorded {} entr{} in {}\n", results.back().entries.size(),
-               results.back().entries.size() == 1 ? "y" : "ies", db.path());
-  }
-  print_table(results);
+  options.timing.budget_s = o.budget_s;
+  tune_each(specs, db, [&](const Spec& spec) {
+    return tune::tune_spec(runtime, spec, options, print_line);
+  });
   return kOk;
 }
 
@@ -96,21 +92,53 @@ Command add_tune_command(CLI::App& parent) {
   auto o = std::make_shared<TuneCommandOptions>();
   CLI::App* app = parent.add_subcommand(
       "tune",
-      "Find the fastest correct tiles per spec and shape bucket on this GPU and record them in "
-      "the tune DB (FLASHJIT_TUNE_DB, else <cache dir>/tune.json); exit 3 without a GPU");
+      "Find the fastest correct tiles per spec and shape bucket on this GPU (with --decode: "
+      "decode's fastest key-split count per decode bucket) and record them in the tune DB "
+      "(FLASHJIT_TUNE_DB, else <cache dir>/tune.json); exit 3 without a GPU");
   app->add_option("specs", o->spec_files, "spec files (YAML)")->check(CLI::ExistingFile);
+  CLI::Option* decode = app->add_flag(
+      "--decode", o->decode,
+      "tune decode's key-split counts instead of tiles, on every --batches x --seqlens-k shape "
+      "(K and V over 24 GiB left out)");
   app->add_option("--seqlens", o->seqlens, "sequence lengths to tune (seqlen_q = seqlen_k)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->excludes(decode);
   app->add_option("--batch-heads", o->batch_heads,
                   "batch x heads of the timed shapes (default: 16k tokens, batch = 16384 / "
                   "seqlen, heads = 2048 / head_dim_qk)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->excludes(decode);
+  tune::DecodeTuneOptions& d = o->decode_options;
+  app->add_option("--batches", d.batches, "decode batch sizes")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(decode);
+  app->add_option("--seqlens-k", d.seqlens_k, "decode KV cache lengths")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(decode);
+  app->add_option("--seqlen-q", d.seqlen_q, "decode's new query rows a call")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(decode);
+  app->add_option("--heads", d.heads_q, "decode's query heads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(decode);
+  app->add_option("--heads-kv", d.heads_kv,
+                  "decode's KV heads (--heads / --heads-kv is the GQA group)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(decode);
   app->add_option("--budget-s", o->budget_s,
                   "seconds per spec after which untimed candidates are skipped (0: none)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--db", o->db, "tune DB file (default: FLASHJIT_TUNE_DB, else <cache dir>/tune.json)");
-  app->add_flag("--show", o->show, "print the tune DB and exit");
+  app->add_flag("--show", o->show, "print the tune DB (tiles and decode entries) and exit")
+      ->excludes(decode);
   return {app, [o] { return run_tune(*o); }};
 }
 

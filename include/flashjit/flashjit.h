@@ -186,6 +186,11 @@ struct ForwardArgs {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 
+  // A decode call's key splits (README, "Decode"): 0 lets the runtime choose (the tune DB's
+  // count for the call's decode bucket, else its heuristic); 1..128 asks for that many, cut
+  // to what the call allows (its key tiles). Only for calls that run the decode kernels.
+  int kv_splits = 0;
+
   // Strides of densely packed tensors in the layout above.
   static ForwardArgs contiguous(const Spec& spec, int batch, int heads_q, int heads_kv,
                                 int seqlen_q, int seqlen_k);

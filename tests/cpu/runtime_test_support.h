@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "flashjit/flashjit.h"
@@ -67,6 +69,30 @@ inline std::string fake_cubin(const std::string& payload = "fake cubin") {
   elf[5] = 1;            // little-endian
   elf[18] = char(190);  // e_machine: EM_CUDA
   return elf + payload;
+}
+
+// A file's whole text ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// What `call` throws: the message of an Error of `kind`, "" when it throws nothing, and for
+// an Error of another kind its message after a line no test expects.
+template <class Call>
+std::string error_of_kind(ErrorKind kind, Call&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.kind() == kind ? e.what() : std::string("(an Error of another kind)\n") + e.what();
+  }
+  return "";
 }
 
 // A spec named "t" with these head dims and every other field at its default.

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::slurp;
 
 GpuIdentity h200() {
   return GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"};
@@ -44,13 +44,6 @@ TuneEntry entry(const GpuIdentity& gpu, const std::string& hash, int seqlen, Til
   return e;
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 int count_with_prefix(const fs::path& dir, const std::string& prefix) {
   int n = 0;
   for (const auto& f : fs::directory_iterator(dir))
@@ -62,10 +55,10 @@ int count_with_prefix(const fs::path& dir, const std::string& prefix) {
 
 TEST_CASE("autotune: a DB entry survives serialize and parse field for field") {
   const TuneEntry e = entry(h200(), "abc", 4096, Tiles{128, 128, 8, 3});
-  const std::string text = serialize({e});
+  const std::string text = serialize({{e}});
   CHECK(text.find("\"format\": \"flashjit-tune-db\"") != std::string::npos);
   CHECK(text.find("\"compute_capability\": \"9.0\"") != std::string::npos);
-  const std::vector<TuneEntry> back = parse(text, "t.json").entries;
+  const std::vector<TuneEntry> back = parse(text, "t.json").entries.tiles;
   REQUIRE(back.size() == 1);
   const TuneEntry& b = back[0];
   CHECK(b.gpu == e.gpu);
@@ -96,13 +89,13 @@ TEST_CASE("autotune: parse names what is wrong in a file that is not a tune DB")
 }
 
 TEST_CASE("autotune: parse skips a bad entry, naming it, and keeps the good ones") {
-  json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2}),
-                                    entry(h200(), "def", 4096, Tiles{128, 64, 8, 2})}));
+  json doc = json::parse(serialize({{entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2}),
+                                     entry(h200(), "def", 4096, Tiles{128, 64, 8, 2})}}));
   doc["entries"].push_back({{"gpu", 1}});
   doc["entries"][0]["tiles"]["warps"] = 0;
   const ParsedDb parsed = parse(doc.dump(), "x.json");
-  REQUIRE(parsed.entries.size() == 1);
-  CHECK(parsed.entries[0].spec_hash == "def");
+  REQUIRE(parsed.entries.tiles.size() == 1);
+  CHECK(parsed.entries.tiles[0].spec_hash == "def");
   REQUIRE(parsed.skipped.size() == 2);
   CHECK(parsed.skipped[0].find("x.json: entries[0]: tiles") != std::string::npos);
   CHECK(parsed.skipped[1].find("x.json: entries[2]") != std::string::npos);
@@ -112,10 +105,10 @@ TEST_CASE("autotune: numbers that do not fit an int skip the entry; nested value
   // Found by fuzz/fuzz_tune_db: get<int>() of 3e60 is undefined behaviour, of 2^40 a truncation.
   for (const json& bad : {json(3.3e60), json(uint64_t{1} << 40), json(-(int64_t{1} << 40)),
                           json(2.5), json("8")}) {
-    json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}));
+    json doc = json::parse(serialize({{entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}}));
     doc["entries"][0]["tiles"]["stages"] = bad;
     const ParsedDb parsed = parse(doc.dump(), "x.json");
-    CHECK(parsed.entries.empty());
+    CHECK(parsed.entries.tiles.empty());
     REQUIRE(parsed.skipped.size() == 1);
     CHECK_MESSAGE(parsed.skipped[0].find("\"stages\" is not an integer that fits an int") !=
                       std::string::npos,
@@ -132,21 +125,21 @@ TEST_CASE("autotune: numbers that do not fit an int skip the entry; nested value
 TEST_CASE("autotune: an entry without heuristic tiles is written back as it was read") {
   // Found by fuzz/fuzz_tune_db: the optional field came back as zeros, which parse refuses,
   // so the next writer set the whole DB aside.
-  json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}));
+  json doc = json::parse(serialize({{entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}}));
   doc["entries"][0].erase("heuristic_tiles");
   const ParsedDb first = parse(doc.dump(), "x.json");
-  REQUIRE(first.entries.size() == 1);
-  CHECK(first.entries[0].heuristic_tiles.is_auto());
+  REQUIRE(first.entries.tiles.size() == 1);
+  CHECK(first.entries.tiles[0].heuristic_tiles.is_auto());
   const ParsedDb again = parse(serialize(first.entries), "x.json");
   CHECK(again.skipped.empty());
-  REQUIRE(again.entries.size() == 1);
-  CHECK(again.entries[0].tiles == Tiles{128, 128, 8, 2});
+  REQUIRE(again.entries.tiles.size() == 1);
+  CHECK(again.entries.tiles[0].tiles == Tiles{128, 128, 8, 2});
 }
 
 TEST_CASE("autotune: record then lookup; a second record of the same key replaces it") {
   const test::TempDir dir;
   const TuneDb db((dir.path() / "sub" / "tune.json").string());  // folder made on demand
-  CHECK(db.load().empty());
+  CHECK(db.load().tiles.empty());
   db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2}),
              entry(h200(), "abc", 1024, Tiles{128, 64, 4, 3})});
   Lookup found = db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64});
@@ -155,7 +148,7 @@ TEST_CASE("autotune: record then lookup; a second record of the same key replace
   CHECK(found.note.find("from tune DB") != std::string::npos);
 
   db.record({entry(h200(), "abc", 4096, Tiles{64, 64, 4, 2})});
-  CHECK(db.load().size() == 2);
+  CHECK(db.load().tiles.size() == 2);
   found = db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64});
   REQUIRE(found.entry);
   CHECK(found.entry->tiles == Tiles{64, 64, 4, 2});
@@ -184,7 +177,7 @@ TEST_CASE("autotune: entries made on another GPU, driver or NVRTC are ignored, n
   CHECK(found.note.find("ignored an entry made on NVIDIA H100") != std::string::npos);
   // Entries of several GPUs live side by side in one shipped file.
   db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})});
-  CHECK(db.load().size() == 4);
+  CHECK(db.load().tiles.size() == 4);
   REQUIRE(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
 }
 
@@ -204,8 +197,8 @@ TEST_CASE("autotune: readers leave a corrupt DB as it is; a writer sets it aside
   // The next record sets it aside and starts a fresh file.
   db.record({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})});
   CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 1);
-  CHECK(db.load().size() == 1);
-  CHECK(parse(slurp(path), "again").entries.size() == 1);
+  CHECK(db.load().tiles.size() == 1);
+  CHECK(parse(slurp(path), "again").entries.tiles.size() == 1);
 }
 
 TEST_CASE("autotune: a folder at the DB path is an Error(Io) for readers, never renamed") {
@@ -220,15 +213,15 @@ TEST_CASE("autotune: a folder at the DB path is an Error(Io) for readers, never 
 TEST_CASE("autotune: one bad entry costs only itself; the writer keeps a copy of the file") {
   const test::TempDir dir;
   const fs::path path = dir.path() / "tune.json";
-  json doc = json::parse(serialize({entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}));
+  json doc = json::parse(serialize({{entry(h200(), "abc", 4096, Tiles{128, 128, 8, 2})}}));
   doc["entries"].push_back({{"gpu", "not an object"}});
   std::ofstream(path) << doc.dump();
   const TuneDb db(path.string());
-  CHECK(db.load().size() == 1);
+  CHECK(db.load().tiles.size() == 1);
   CHECK(db.lookup(h200(), "abc", ShapeBucket{4096, 4096, 64}).entry);
   CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 0);
   db.record({entry(h200(), "def", 4096, Tiles{128, 64, 8, 2})});
-  CHECK(db.load().size() == 2);  // the good old entry and the new one
+  CHECK(db.load().tiles.size() == 2);  // the good old entry and the new one
   CHECK(count_with_prefix(dir.path(), "tune.json.corrupt-") == 1);
 }
 
@@ -260,7 +253,7 @@ TEST_CASE("autotune: several processes recording at once lose no entry") {
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
-  const std::vector<TuneEntry> all = TuneDb(path).load();
+  const std::vector<TuneEntry> all = TuneDb(path).load().tiles;
   CHECK(all.size() == kProcesses * kEntriesEach);
   for (int p = 0; p < kProcesses; ++p)
     for (int i = 0; i < kEntriesEach; ++i) {

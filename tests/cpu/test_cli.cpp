@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/tune_db.h"
 #include "verify/npy.h"
 
 namespace {
@@ -303,6 +304,76 @@ TEST_CASE("cli: run --inputs checks the arrays against the spec and each other")
 
   CHECK(scratch.run({"run", spec.string(), "--inputs", dir.string(), "--batch", "2"})
             .exit_code == 2);  // shapes come from the arrays
+}
+
+TEST_CASE("cli: tune --decode checks its flags and shapes before it asks for a GPU") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const CliResult help = scratch.run({"tune", "--help"});
+  CHECK(help.exit_code == 0);
+  for (const char* flag : {"--decode", "--batches", "--seqlens-k", "--seqlen-q", "--heads-kv"})
+    CHECK_MESSAGE(contains(help.out, flag), flag);
+  CHECK(contains(help.out, "=[1,16,128]"));
+
+  const auto refused = [&](std::vector<std::string> args, const std::string& why) {
+    args.insert(args.begin(), {"tune", spec.string()});
+    const CliResult result = scratch.run(args);
+    CHECK(result.exit_code == 2);
+    CHECK_MESSAGE(contains(result.err, why), result.err);
+  };
+  refused({"--batches", "1"}, "--batches requires --decode");
+  refused({"--heads-kv", "2"}, "--heads-kv requires --decode");
+  refused({"--decode", "--seqlens", "1024"}, "--decode excludes --seqlens");
+  refused({"--decode", "--batch-heads", "64"}, "--decode excludes --batch-heads");
+  refused({"--decode", "--show"}, "--decode excludes --show");
+  refused({"--decode", "--heads", "32", "--heads-kv", "5"},
+          "--heads 32 must be a positive multiple of --heads-kv 5");
+  refused({"--decode", "--seqlen-q", "64"}, "runs the forward kernel, not decode's");
+  refused({"--decode", "--seqlens-k", "100"}, "b1 h32/8 q1 k100");
+
+  const CliResult result = scratch.run({"tune", spec.string(), "--decode", "--batches", "1",
+                                        "--seqlens-k", "4096", "--db",
+                                        scratch.path("tune.json").string()});
+  if (result.exit_code != 3) {
+    MESSAGE("a GPU is present: tune --decode returned ", result.exit_code,
+            "; the no-GPU path is untested");
+    return;
+  }
+  CHECK(contains(result.err, "has none"));
+}
+
+TEST_CASE("cli: tune --show lists decode entries beside tile entries") {
+  Scratch scratch;
+  const std::string db = scratch.path("tune.json").string();
+  flashjit::tune::TuneEntry tiles;
+  tiles.gpu = flashjit::tune::GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"};
+  tiles.spec_hash = "abc";
+  tiles.bucket = {4096, 4096, 64};
+  tiles.target = "sm_90a";
+  tiles.tiles = flashjit::Tiles{128, 128, 12, 2};
+  flashjit::tune::DecodeEntry tuned;
+  tuned.gpu = tiles.gpu;
+  tuned.spec_hash = "abc";
+  tuned.spec_summary = "bf16 qk64 v64 full";
+  tuned.bucket = {4, 32768, 128};
+  tuned.kv_splits = 24;
+  tuned.heuristic_kv_splits = 32;
+  tuned.tuned_ms = 0.5;
+  tuned.heuristic_ms = 0.6;
+  flashjit::tune::DecodeEntry kept = tuned;
+  kept.bucket.seqlen_k = 4096;
+  kept.kv_splits = 0;
+  flashjit::tune::TuneDb(db).record({tiles});
+  flashjit::tune::TuneDb(db).record({tuned, kept});
+  const CliResult shown = scratch.run({"tune", "--show", "--db", db});
+  CHECK(shown.exit_code == 0);
+  CHECK(contains(shown.out, "3 entries"));
+  CHECK(contains(shown.out, "m128n128w12s2"));
+  CHECK(contains(shown.out, "decode key splits"));
+  const std::regex tuned_row(R"(bf16 qk64 v64 full +r4 k32768 bhkv128 +24 +32 +0\.5000 +0\.6000 +1\.20x)");
+  CHECK_MESSAGE(std::regex_search(shown.out, tuned_row), shown.out);
+  const std::regex kept_row(R"(r4 k4096 bhkv128 +heuristic +32 )");
+  CHECK_MESSAGE(std::regex_search(shown.out, kept_row), shown.out);
 }
 
 TEST_CASE("cli: cache info and clear") {

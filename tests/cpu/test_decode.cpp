@@ -141,13 +141,19 @@ TEST_CASE("decode: keys split until the GPU is full, not when the grid already f
   const Spec spec = spec_of(128, 128);
   const ForwardArgs args = decode_args(spec, 1, 32, 8, 1, 32768);
   const gen::Plan plan = decode_plan(spec, "sm_90a", args).launches[0];
-  CHECK(decode_kv_splits_for(plan, args, 132) == 32);
-  // A window bounds the band: 300 keys are 5 tiles of 64.
+  const KvSplitRange range = decode_kv_split_range(plan, args, 132);
+  CHECK(range.heuristic == 32);
+  CHECK(range.most == kMaxKvSplits);  // 512 key tiles
+  // A window bounds the band: 300 keys are 5 tiles of 64, and so are the most splits.
   Spec window = spec;
   window.mask = MaskKind::SlidingWindow;
   window.window_left = 299;
   const gen::Plan windowed = decode_plan(window, "sm_90a", args).launches[0];
-  CHECK(decode_kv_splits_for(windowed, args, 132) == 5);
+  CHECK(decode_kv_split_range(windowed, args, 132).heuristic == 5);
+  CHECK(decode_kv_split_range(windowed, args, 132).most == 5);
+  // The grid's z holds batch x splits: 40000 sequences leave room for one split.
+  const ForwardArgs many = decode_args(spec, 40000, 32, 8, 1, 32768);
+  CHECK(decode_kv_split_range(plan, many, 132).most == 1);
 }
 
 TEST_CASE("decode: scratch holds the partial O and LSE of every split, none for one") {
