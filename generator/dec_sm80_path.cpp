@@ -62,12 +62,12 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
   // Narrower tiles and fewer stages fit wide heads and the 99 KB of sm_86/sm_89.
   constexpr Tiles kKeyTiles[] = {{0, 64, 4, 3}, {0, 64, 4, 2}, {0, 32, 2, 3},
                                  {0, 32, 2, 2}, {0, 16, 1, 3}, {0, 16, 1, 2}};
-  // A mask's row bounds and comparisons need registers beside the accumulators: at the
-  // budget's edge, 48 rows of d66-80 causal and 32 of d114-128 with a window spilled on
-  // sm_90a (255 registers), so a mask counts against the budget as in the sm80 forward.
-  constexpr int kMaskRegisters = 16;
-  const bool masked = spec.causal || spec.mask == MaskKind::SlidingWindow;
-  const int mask_registers = masked ? kMaskRegisters : 0;
+  // A mask's row bounds and comparisons need registers beside the accumulators. At the
+  // budget's edge on sm_90a (255 registers), 48 rows of d66-80 causal (156 accumulators)
+  // and 32 of d114-128 with a window (152) spilled, while 32 rows of d128 causal (152) did
+  // not: a window counts 16, causal 8. (Counting 16 for causal too put 64 rows of d128
+  // causal in 16-row blocks, 1.45x slower: bench/NOTES.md entry 26.)
+  const int mask_registers = spec.mask == MaskKind::SlidingWindow ? 16 : spec.causal ? 8 : 0;
   const int rows = std::clamp(round_up(packed_rows, 16), 16, kMaxBlockM);
   for (int block_m = rows; block_m >= 16; block_m -= 16) {
     for (Tiles t : kKeyTiles) {

@@ -55,7 +55,8 @@ struct DecSm80Layout {
   static constexpr int kPagedRowGroup = Cfg::kAlign != 16 ? 1 : Cfg::kDqkPad >= 256 ? 2 : 4;
   // Row steps of a K or V tile unrolled (tile/load.cuh). Head dims up to 128 copy a 64-key
   // tile in 8 steps; wider ones in 16, and unrolling all 16 of K and V took 255 registers
-  // and spilled at V slices of 256.
+  // and spilled at V slices of 256, dense and paged (paged d256 runs 5% slower capped, but
+  // spilled 8-16 bytes uncapped: bench/NOTES.md entry 26).
   static constexpr int kLoadUnroll = 8;
   // The merge's fp32 rows: each warp's O, then each warp's row max and row sum.
   static constexpr int kMergeStride = budget::dec_sm80_merge_stride(Cfg::kDvSlice);

@@ -84,11 +84,14 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
   CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 64).block_m == 48);
   CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 48).block_m == 48);
   // A mask's registers count against the budget: 48 rows of d80 causal and 32 of d128 with
-  // a window spilled on sm_90a, and take the next block down.
+  // a window spilled on sm_90a, and take the next block down; 32 rows of d128 causal fit.
   Spec causal80 = spec_of(80, 80);
   causal80.causal = true;
   CHECK(gen::dec_sm80_tiles(spec_of(80, 80), "sm_90a", 48).block_m == 48);
   CHECK(gen::dec_sm80_tiles(causal80, "sm_90a", 48).block_m == 32);
+  Spec causal128 = spec;
+  causal128.causal = true;
+  CHECK(gen::dec_sm80_tiles(causal128, "sm_90a", 64).block_m == 32);
   Spec window128 = spec;
   window128.mask = MaskKind::SlidingWindow;
   window128.window_left = 253;
