@@ -12,9 +12,14 @@ CUDA graph. The ops take the spec as YAML text, a constant that torch.compile fo
 graph; their implementations keep one flashjit.Kernel per spec text.
 
 The ops are defined with torch.library.Library rather than torch.library.custom_op, whose
-Python wrappers around each call cost more than the launch, and attention() in eager mode
-calls the forward's Autograd implementation itself: the dispatcher then calls into Python
-once a call, for the CUDA implementation.
+Python wrappers around each call cost more than the launch. In eager mode, where the
+dispatcher would add nothing (plain CUDA tensors; no torch.compile, TorchDispatchMode such as
+FakeTensorMode, TorchFunctionMode, vmap or other functorch transform, torch.jit.trace or
+profiler), attention() and the gradient call the ops' implementations themselves, sparing
+the dispatcher's two calls into Python; otherwise they call the ops. Either way the same
+kernels run on the same tensors. A profile of eager code therefore shows flashjit::forward
+only while the profiler records; a RecordFunction observer without it (ExecutionTraceObserver
+alone) sees the launch's allocations, not the op. bench/python_overhead.py times each route.
 """
 
 import atexit
@@ -115,41 +120,96 @@ def _backward_fake(d_o, q, k, v, o, lse, spec, softmax_scale, block_counts, bloc
     return _backward_outputs(q, k, v)
 
 
+# What _dispatcher_adds_nothing asks, each a C call of some 40 ns (on a CPU), bound once.
+_dispatch_modes = _C._len_torch_dispatch_stack
+_function_modes = _C._is_torch_function_mode_enabled
+_functorch_active = _C._are_functorch_transforms_active
+_tracing_state = _C._get_tracing_state
+_profiling = _C._autograd._profiler_enabled
+_is_neg = Tensor.is_neg
+_excluded = _C._dispatch_tls_is_dispatch_key_excluded
+_AUTOGRAD = _C.DispatchKey.AutogradFunctionality  # AutogradCUDA's own bit
+
+
+def _dispatcher_adds_nothing(tensors) -> bool:
+    """Whether torch's dispatcher, handed flashjit::forward or ::backward with these tensor
+    arguments (None for an absent optional), would run the op's Autograd and CUDA
+    implementations and nothing else, so that calling them directly is the same call. It
+    would not while dynamo traces (its graph must get the op), under a TorchDispatchMode
+    (FakeTensorMode, FlopCounterMode, ...) or a TorchFunctionMode (torch.device as a context
+    among them), a functorch transform (vmap, grad), torch.jit.trace or a profiler (which
+    names the op), nor for a tensor that is a subclass (FakeTensor, DTensor, ...), not on a
+    CUDA device (the dispatcher would take another device's implementation, or the fake one
+    for meta tensors) or has its negative bit set (it would materialise the negation first).
+    Autocast adds nothing: it falls through ops without an autocast kernel, as flashjit's
+    (tests/python/test_torch_ops.py says so)."""
+    if (torch.compiler.is_compiling() or _dispatch_modes() or _function_modes()
+            or _functorch_active() or _tracing_state() is not None or _profiling()):
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or not t.is_cuda or _is_neg(t)):
+            return False
+    return True
+
+
+def _forward_below_autograd(*args):
+    with _C._AutoDispatchBelowAutograd():
+        return forward_op(*args)
+
+
 class _Attention(torch.autograd.Function):
-    """flashjit::forward with its gradient through flashjit::backward. forward takes ctx rather
-    than a setup_context: with one, Function.apply binds its arguments to the signature
-    through inspect on every call (12 us on a CPU)."""
+    """flashjit::forward with its gradient through flashjit::backward. `forward_impl` is
+    _forward_below_autograd (the op's Autograd implementation) or _forward_cuda (attention()'s
+    direct route); `options` are the op's arguments after v, in one tuple: Function.apply
+    costs some 130 ns an argument (on a CPU). forward takes ctx rather than a setup_context:
+    with one, Function.apply binds its arguments to the signature through inspect on every
+    call (12 us on a CPU)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
-                cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-        # Below autograd: the Autograd implementation would only call the op again.
-        with _C._AutoDispatchBelowAutograd():
-            o, lse = forward_op(q, k, v, spec, softmax_scale, block_counts, block_indices,
-                                cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        ctx.save_for_backward(q, k, v, o, lse, block_counts, block_indices, cu_seqlens_q,
-                              cu_seqlens_k)
-        ctx.spec, ctx.scale, ctx.max_seqlens = spec, softmax_scale, (max_seqlen_q, max_seqlen_k)
-        # The kernels compute no gradient through LSE (FlashAttention's do not either).
+    def forward(ctx, forward_impl, q, k, v, options):
+        o, lse = forward_impl(q, k, v, *options)
+        ctx.save_for_backward(q, k, v, o, lse, *options[2:6])  # and block_*, cu_seqlens_*
+        ctx.options = options
+        # The kernels compute no gradient through LSE (FlashAttention's do not either), and
+        # backward wants no zeros for it (materialised, they cost an allocation and a fill).
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return o, lse
 
     @staticmethod
     def backward(ctx, d_o, _d_lse):
-        q, k, v, o, lse, block_counts, block_indices, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
-        d_q, d_k, d_v = backward_op(d_o, q, k, v, o, lse, ctx.spec, ctx.scale, block_counts,
-                                    block_indices, cu_seqlens_q, cu_seqlens_k, *ctx.max_seqlens)
-        return d_q, d_k, d_v, None, None, None, None, None, None, None, None
+        if d_o is None:  # o had no gradient either
+            return None, None, None, None, None
+        saved = ctx.saved_tensors
+        spec, scale, *_, max_seqlen_q, max_seqlen_k = ctx.options
+        args = (d_o, *saved[:5], spec, scale, *saved[5:], max_seqlen_q, max_seqlen_k)
+        # The backward op's Autograd implementation, which the dispatcher would run first,
+        # redispatches below autograd when grad mode is off (as it is here, but with
+        # create_graph=True: then it refuses a second derivative).
+        if not _C.is_grad_enabled() and _dispatcher_adds_nothing((d_o, *saved)):
+            d_q, d_k, d_v = _backward_cuda(*args)
+        else:
+            d_q, d_k, d_v = backward_op(*args)
+        return None, d_q, d_k, d_v, None
 
 
 def _forward_autograd(q, k, v, *options):
-    """flashjit::forward's Autograd implementation, which attention() also calls directly in
-    eager mode (sparing the dispatcher's call into Python for it): _Attention where a
-    gradient is wanted, else the op below autograd."""
+    """flashjit::forward's Autograd implementation: _Attention where a gradient is wanted,
+    else the op below autograd."""
     if _C.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, *options)
-    with _C._AutoDispatchBelowAutograd():
-        return forward_op(q, k, v, *options)
+        return _Attention.apply(_forward_below_autograd, q, k, v, options)
+    return _forward_below_autograd(q, k, v, *options)
+
+
+def _forward_direct(q, k, v, options):
+    """What the dispatcher runs for flashjit::forward where _dispatcher_adds_nothing: its
+    Autograd implementation with the CUDA one in place of the op below autograd (and only
+    the CUDA one where a context, as in the op's own Autograd implementation, excludes
+    autograd's keys)."""
+    if (_C.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+            and not _excluded(_AUTOGRAD)):
+        return _Attention.apply(_forward_cuda, q, k, v, options)
+    return _forward_cuda(q, k, v, *options)
 
 
 def _no_double_backward(ctx, *grads):
@@ -208,12 +268,16 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
         spec = kernel.spec_yaml
     else:
         spec = spec_text(q.dtype, q.shape[-1], v.shape[-1], causal, window, deterministic)
-    args = (q, k, v, spec, softmax_scale or 0.0, block_counts, block_indices, cu_seqlens_q,
-            cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    # In eager mode the Autograd implementation is called here, not through the dispatcher;
-    # torch.compile gets the op itself, one node of its graph (dynamo cannot enter
-    # _forward_autograd's context manager: a graph break).
-    o, lse = forward_op(*args) if torch.compiler.is_compiling() else _forward_autograd(*args)
+    options = (spec, softmax_scale or 0.0, block_counts, block_indices, cu_seqlens_q,
+               cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    # Where the dispatcher would add nothing (eager mode, plain CUDA tensors, no mode,
+    # transform, tracer or profiler), its implementations are called here, sparing it two calls
+    # into Python; otherwise the op, which torch.compile keeps as one node of its graph.
+    if _dispatcher_adds_nothing((q, k, v, block_counts, block_indices, cu_seqlens_q,
+                                 cu_seqlens_k)):
+        o, lse = _forward_direct(q, k, v, options)
+    else:
+        o, lse = forward_op(q, k, v, *options)
     return (o, lse) if return_lse else o
 
 

@@ -13,6 +13,7 @@ if not torch.cuda.is_available() or not flashjit.has_device():
 
 import flashjit.torch as fjt  # noqa: E402
 import gpu_reference as ref  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 
 def tensors(b, sq, sk, hq, hkv, d, dtype=torch.bfloat16, grad=True, seed=0):
@@ -60,9 +61,9 @@ def test_autograd_gives_the_fp64_gradients_of_a_random_loss():
 
 
 def test_the_op_called_directly_gives_attentions_results_and_gradients():
-    # attention() enters the forward's Autograd implementation itself in eager mode, a direct
-    # call of the op through the dispatcher, and without a gradient it runs the op below
-    # autograd: the three routes launch the same kernels (deterministic: bitwise the same).
+    # attention() calls the ops' implementations itself in eager mode, a direct call of the
+    # op goes through the dispatcher (its gradient then too takes the implementation directly):
+    # the routes launch the same kernels (deterministic: bitwise the same).
     q, k, v = tensors(2, 300, 333, 4, 2, 64)
     d_o = torch.randn(2, 300, 4, 64, device="cuda", dtype=q.dtype)
     o, lse = fjt.attention(q, k, v, causal=True, deterministic=True, return_lse=True)
@@ -78,6 +79,46 @@ def test_the_op_called_directly_gives_attentions_results_and_gradients():
         assert torch.equal(t.grad, expected), f"d_{name} through the op differs from attention()'s"
     with torch.no_grad():
         assert torch.equal(fjt.attention(q, k, v, causal=True, deterministic=True), o)
+
+
+class _PassThrough(TorchDispatchMode):
+    """Sees every op and runs it: attention() then takes the op, and its backward too."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_eager_direct_route_and_the_op_route_are_bitwise_equal(monkeypatch, autocast):
+    # Under autocast both routes get the tensors as they are (its keys fall through the ops).
+    calls = []
+    for name in ("_forward_cuda", "_backward_cuda"):
+        impl = getattr(fjt, name)
+        monkeypatch.setattr(fjt, name, lambda *args, impl=impl, name=name: calls.append(name) or impl(*args))
+    q, k, v = tensors(2, 300, 333, 4, 2, 64)
+    d_o = torch.randn(2, 300, 4, 64, device="cuda", dtype=q.dtype)
+
+    def step():
+        for t in (q, k, v):
+            t.grad = None
+        with torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
+            o, lse = fjt.attention(q, k, v, causal=True, deterministic=True, return_lse=True)
+        o.backward(d_o)
+        return o, lse, q.grad, k.grad, v.grad
+
+    direct = step()
+    assert calls == ["_forward_cuda", "_backward_cuda"]
+    with _PassThrough():
+        through_op = step()
+    assert calls == ["_forward_cuda", "_backward_cuda"], "the op route called the module's names"
+    assert direct[0].dtype == torch.bfloat16
+    for name, a, b in zip(("o", "lse", "d_q", "d_k", "d_v"), direct, through_op):
+        assert torch.equal(a, b), f"{name} of the direct route differs from the op's"
+
+
+def test_a_negative_view_is_resolved_as_the_op_resolves_it():
+    q, k, v = tensors(1, 200, 200, 2, 2, 64, grad=False)
+    assert torch.equal(fjt.attention(torch._neg_view(q), k, v), fjt.attention(-q, k, v))
 
 
 def test_sdpa_entry_point_matches_torch_sdpa():
