@@ -1,4 +1,4 @@
-// The forward heuristic's tiles do not spill (issue 18 item 8): the sm80 path's register
+// The heuristics' tiles do not spill (issue 18 item 8): the sm80 path's register
 // budget counts the mask's registers, fitting tiles to a block mask keeps each warp's rows,
 // and the kernels whose heuristic tiles once spilled compile clean. scripts/spill_sweep.py
 // sweeps the whole grid; these are its regressions.
@@ -8,12 +8,14 @@
 
 #include "flashjit/flashjit.h"
 #include "generator/emit.h"
+#include "generator/dec_sm80_path.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/kernel_path.h"
 #include "generator/plan.h"
 #include "generator/targets.h"
 #include "generator/tile_rules.h"
 #include "runtime/kernel_compiler.h"
+#include "runtime/operation.h"
 #include "tests/cpu/runtime_test_support.h"
 
 namespace flashjit::gen {
@@ -102,6 +104,36 @@ TEST_CASE("heuristic: the kernels whose heuristic tiles spilled compile clean (N
     CHECK(report.spill_store_bytes == 0);
     CHECK(report.spill_load_bytes == 0);
   }
+}
+
+TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile clean (NVRTC)") {
+  // qk33 with a block-sparse mask: the dQ kernel's m128 n64 w8 spilled 8 bytes at 128
+  // registers on sm_80; every launch of the backward is compiled.
+  const Spec sparse = spec_with(33, kMasks[2]);
+  for (const Plan& plan : rt::plan_backward(sparse, "sm_80", {}).launches) {
+    CAPTURE(plan.kernel_name);
+    const CompileReport report = compile(plan);
+    CHECK(report.spill_store_bytes == 0);
+    CHECK(report.spill_load_bytes == 0);
+  }
+  // Decode's split kernel, dense and paged: d256 causal on sm_90a (255 registers, 4-8 bytes,
+  // before the copies' unroll cap) and 48 rows of d80 causal (before the mask's budget).
+  struct DecodeCase {
+    const char* yaml;
+    int packed_rows;
+  };
+  for (const DecodeCase& c : {DecodeCase{"head_dim: 256\ncausal: true\n", 1},
+                              DecodeCase{"head_dim: 80\ncausal: true\n", 48}})
+    for (bool paged : {false, true}) {
+      const Spec spec = Spec::from_yaml(c.yaml);
+      const Plan plan = rt::plan_decode(spec, "sm_90a", {.paged = paged},
+                                        dec_sm80_tiles(spec, "sm_90a", c.packed_rows))
+                            .launches[0];
+      CAPTURE(plan.kernel_name);
+      const CompileReport report = compile(plan);
+      CHECK(report.spill_store_bytes == 0);
+      CHECK(report.spill_load_bytes == 0);
+    }
 }
 
 TEST_CASE("heuristic: the sm80 forward's launch bounds name the CTAs shared memory allows "
