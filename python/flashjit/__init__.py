@@ -22,13 +22,13 @@ from ._attention import attention
 from ._kernel import Kernel, kernel
 from ._spec import spec
 from ._tools import (build_bundle, cache_dir, compile_backward_only, compile_only,
-                     register_bundle, tune)
+                     register_bundle, tune, tune_decode)
 
 __version__ = version()
 
 __all__ = [
     "attention", "kernel", "Kernel", "spec", "Spec", "compile_only", "compile_backward_only",
-    "build_bundle", "register_bundle", "tune", "cache_dir", "environment", "has_device",
+    "build_bundle", "register_bundle", "tune", "tune_decode", "cache_dir", "environment", "has_device",
     "device_info", "block_layout_from_dense", "version",
     "Error", "SpecError", "ShapeError", "CompileError", "DriverError", "NoDeviceError",
     "CacheError", "IoError", "UsageError",

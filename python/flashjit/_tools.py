@@ -113,3 +113,26 @@ def tune(specs: Iterable[SpecSource], *, seqlens: Sequence[int] = (1024, 4096, 1
         if budget_s is not None:
             arguments += ["--budget-s", str(budget_s)]
         return _run_cli(arguments)
+
+
+def tune_decode(specs: Iterable[SpecSource], *, batches: Sequence[int] = (1, 16, 128),
+                seqlens_k: Sequence[int] = (4096, 32768, 131072), seqlen_q: int = 1,
+                heads: int = 32, heads_kv: int = 8, db: Optional[str] = None,
+                budget_s: Optional[float] = None) -> str:
+    """Runs `flashjit tune --decode` on this machine's GPU: for every batch x cache length
+    (seqlen_q new rows, heads query heads over heads_kv KV heads), times decode's key-split
+    counts and records the fastest correct one per decode bucket in the tune DB, which decode
+    calls then use; returns the program's report. UsageError for a shape that would not run
+    the decode kernels (before any GPU work), NoDeviceError without a GPU."""
+    with tempfile.TemporaryDirectory(prefix="flashjit-tune-") as folder:
+        # The spec files first: the list flags take every value that follows them.
+        arguments = ["tune", *_spec_files(specs, folder), "--decode",
+                     "--batches", ",".join(map(str, batches)),
+                     "--seqlens-k", ",".join(map(str, seqlens_k)),
+                     "--seqlen-q", str(seqlen_q), "--heads", str(heads),
+                     "--heads-kv", str(heads_kv)]
+        if db is not None:
+            arguments += ["--db", os.fspath(db)]
+        if budget_s is not None:
+            arguments += ["--budget-s", str(budget_s)]
+        return _run_cli(arguments)

@@ -45,3 +45,16 @@ def test_tune_without_a_gpu_is_a_no_device_error():
         pytest.skip("this machine has a GPU: tuning would run")
     with pytest.raises(flashjit.NoDeviceError):
         flashjit.tune([{"head_dim": 64}], seqlens=[1024])
+
+
+def test_tune_decode_without_a_gpu_is_a_no_device_error():
+    if flashjit.has_device():
+        pytest.skip("this machine has a GPU: tuning would run")
+    with pytest.raises(flashjit.NoDeviceError):
+        flashjit.tune_decode([{"head_dim": 128}], batches=[1], seqlens_k=[32768])
+
+
+def test_tune_decode_refuses_a_shape_that_would_not_decode_before_the_gpu():
+    # 128 new rows x a GQA group of 4 is past decode's 64 packed rows.
+    with pytest.raises(flashjit.UsageError):
+        flashjit.tune_decode([{"head_dim": 128}], batches=[1], seqlens_k=[32768], seqlen_q=128)
