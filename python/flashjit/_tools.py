@@ -101,18 +101,25 @@ def build_bundle(specs: Iterable[SpecSource], output: Union[str, "os.PathLike[st
         return json.loads(_run_cli(arguments))
 
 
-def tune(specs: Iterable[SpecSource], *, seqlens: Sequence[int] = (1024, 4096, 16384),
-         db: Optional[str] = None, budget_s: Optional[float] = None) -> str:
-    """Runs `flashjit tune` on this machine's GPU for the specs and sequence lengths, writing
-    the winners into the tune DB (FLASHJIT_TUNE_DB, else <cache dir>/tune.json, or `db`) that
-    kernels then use; returns the program's report. NoDeviceError without a GPU."""
+def _tune(specs: Iterable[SpecSource], flags: Sequence[str], db: Optional[str],
+          budget_s: Optional[float]) -> str:
+    """`flashjit tune` of the specs with `flags`; the spec files come first, since the list
+    flags take every value that follows them."""
     with tempfile.TemporaryDirectory(prefix="flashjit-tune-") as folder:
-        arguments = ["tune", *_spec_files(specs, folder), "--seqlens", ",".join(map(str, seqlens))]
+        arguments = ["tune", *_spec_files(specs, folder), *flags]
         if db is not None:
             arguments += ["--db", os.fspath(db)]
         if budget_s is not None:
             arguments += ["--budget-s", str(budget_s)]
         return _run_cli(arguments)
+
+
+def tune(specs: Iterable[SpecSource], *, seqlens: Sequence[int] = (1024, 4096, 16384),
+         db: Optional[str] = None, budget_s: Optional[float] = None) -> str:
+    """Runs `flashjit tune` on this machine's GPU for the specs and sequence lengths, writing
+    the winners into the tune DB (FLASHJIT_TUNE_DB, else <cache dir>/tune.json, or `db`) that
+    kernels then use; returns the program's report. NoDeviceError without a GPU."""
+    return _tune(specs, ["--seqlens", ",".join(map(str, seqlens))], db, budget_s)
 
 
 def tune_decode(specs: Iterable[SpecSource], *, batches: Sequence[int] = (1, 16, 128),
@@ -124,15 +131,7 @@ def tune_decode(specs: Iterable[SpecSource], *, batches: Sequence[int] = (1, 16,
     counts and records the fastest correct one per decode bucket in the tune DB, which decode
     calls then use; returns the program's report. UsageError for a shape that would not run
     the decode kernels (before any GPU work), NoDeviceError without a GPU."""
-    with tempfile.TemporaryDirectory(prefix="flashjit-tune-") as folder:
-        # The spec files first: the list flags take every value that follows them.
-        arguments = ["tune", *_spec_files(specs, folder), "--decode",
-                     "--batches", ",".join(map(str, batches)),
-                     "--seqlens-k", ",".join(map(str, seqlens_k)),
-                     "--seqlen-q", str(seqlen_q), "--heads", str(heads),
-                     "--heads-kv", str(heads_kv)]
-        if db is not None:
-            arguments += ["--db", os.fspath(db)]
-        if budget_s is not None:
-            arguments += ["--budget-s", str(budget_s)]
-        return _run_cli(arguments)
+    return _tune(specs, ["--decode", "--batches", ",".join(map(str, batches)),
+                         "--seqlens-k", ",".join(map(str, seqlens_k)),
+                         "--seqlen-q", str(seqlen_q), "--heads", str(heads),
+                         "--heads-kv", str(heads_kv)], db, budget_s)
