@@ -75,8 +75,7 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
       const int registers = fj::budget::dec_sm80_accumulator_registers(dims.dv_slice, t.block_m,
                                                                        t.block_n, t.warps);
       if (dec_sm80_tiles_problem(dims, t, target).empty() &&
-          (block_m == 16 || registers + mask_registers <=
-                                fj::budget::kDecSm80MaxAccumulatorRegisters))
+          registers + mask_registers <= fj::budget::kDecSm80MaxAccumulatorRegisters)
         return t;
     }
   }

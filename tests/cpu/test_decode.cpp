@@ -97,14 +97,23 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
   window128.window_left = 253;
   window128.window_right = 61;
   CHECK(gen::dec_sm80_tiles(window128, "sm_90a", 32).block_m == 16);
+  // Every head dim gets a tiling with and without a mask (16 rows at V slices of 256 hold 140
+  // accumulators: room for a window's 16 registers).
   for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
     for (int d = 1; d <= 512; ++d)
-      for (int rows : {1, 16, 40, 64}) {
-        const Spec s = spec_of(d, d);
-        INFO(target, " d ", d, " rows ", rows);
-        const Tiles t = gen::dec_sm80_tiles(s, target, rows);
-        CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(s), t, target).empty());
-      }
+      for (int mask = 0; mask < 3; ++mask)
+        for (int rows : {1, 16, 40, 64}) {
+          Spec s = spec_of(d, d);
+          s.causal = mask == 1;
+          if (mask == 2) {
+            s.mask = MaskKind::SlidingWindow;
+            s.window_left = 253;
+            s.window_right = 61;
+          }
+          INFO(target, " d ", d, " mask ", mask, " rows ", rows);
+          const Tiles t = gen::dec_sm80_tiles(s, target, rows);
+          CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(s), t, target).empty());
+        }
   CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(spec), {16, 48, 4, 2}, "sm_90a")
             .find("multiple of 16 * warps") != std::string::npos);
   CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(spec), {80, 64, 4, 2}, "sm_90a")
