@@ -83,6 +83,23 @@ def _forward_outputs(q: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor]) -> Tu
 def _forward_cuda(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
                   cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     o, lse = _forward_outputs(q, v, cu_seqlens_q)
+    _launch_forward(q, k, v, o, lse, spec, softmax_scale, block_counts, block_indices,
+                    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return o, lse
+
+
+def _forward_o_only(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
+                    cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """attention()'s direct route where neither a gradient nor lse is wanted: the kernel
+    writes no LSE, which spares its allocation (a few us of torch's allocator a call)."""
+    o = q.new_empty(*q.shape[:-1], v.shape[-1])
+    _launch_forward(q, k, v, o, None, spec, softmax_scale, block_counts, block_indices,
+                    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return o
+
+
+def _launch_forward(q, k, v, o, lse, spec, softmax_scale, block_counts, block_indices,
+                    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     kernel = _kernel(spec)
     # Kernel.__call__'s launch without its argument handling (about 1 us), on torch's current
     # stream; a torch without DLPack's C exchange API (before 2.10) takes Kernel.__call__.
@@ -92,7 +109,6 @@ def _forward_cuda(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_
         kernel(q, k, v, out=o, lse=lse, softmax_scale=softmax_scale, block_counts=block_counts,
                block_indices=block_indices, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
-    return o, lse
 
 
 def _forward_fake(q, k, v, spec, softmax_scale, block_counts, block_indices, cu_seqlens_q,
@@ -201,14 +217,16 @@ def _forward_autograd(q, k, v, *options):
     return _forward_below_autograd(q, k, v, *options)
 
 
-def _forward_direct(q, k, v, options):
+def _forward_direct(q, k, v, options, want_lse):
     """What the dispatcher runs for flashjit::forward where _dispatcher_adds_nothing: its
     Autograd implementation with the CUDA one in place of the op below autograd (and only
     the CUDA one where a context, as in the op's own Autograd implementation, excludes
-    autograd's keys)."""
+    autograd's keys). Without a gradient and unless want_lse, lse is None (not computed)."""
     if (_C.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
             and not _excluded(_AUTOGRAD)):
         return _Attention.apply(_forward_cuda, q, k, v, options)
+    if not want_lse:
+        return _forward_o_only(q, k, v, *options), None
     return _forward_cuda(q, k, v, *options)
 
 
@@ -275,7 +293,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     # into Python; otherwise the op, which torch.compile keeps as one node of its graph.
     if _dispatcher_adds_nothing((q, k, v, block_counts, block_indices, cu_seqlens_q,
                                  cu_seqlens_k)):
-        o, lse = _forward_direct(q, k, v, options)
+        o, lse = _forward_direct(q, k, v, options, return_lse)
     else:
         o, lse = forward_op(q, k, v, *options)
     return (o, lse) if return_lse else o
