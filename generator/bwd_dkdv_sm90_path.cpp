@@ -8,14 +8,15 @@
 namespace flashjit::gen {
 namespace {
 
-// Preferred first: 64 query rows a step (wgmma N = 64 for S^T and dP^T) and two ring slots;
-// 32 rows where the dK and dV columns leave too few registers, one slot where shared memory
-// is short.
+// Preferred first: the most query rows a step the consumers' registers hold beside dK and dV
+// (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
+// 112 and 128 rows fit at d64 but leave ptxas too few registers and ran slower than 96),
+// two ring slots; one slot where shared memory is short.
 constexpr Tiles kPreferred[] = {
-    {64, kBwdSm90BlockN, kBwdSm90Warps, 2},
-    {32, kBwdSm90BlockN, kBwdSm90Warps, 2},
-    {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
-    {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
+    {96, kBwdSm90BlockN, kBwdSm90Warps, 2}, {80, kBwdSm90BlockN, kBwdSm90Warps, 2},
+    {64, kBwdSm90BlockN, kBwdSm90Warps, 2}, {48, kBwdSm90BlockN, kBwdSm90Warps, 2},
+    {32, kBwdSm90BlockN, kBwdSm90Warps, 2}, {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
+    {48, kBwdSm90BlockN, kBwdSm90Warps, 1}, {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
 };
 // The dQ variant's: its dS^T tile is 64 queries wide (dQ's wgmma M), with two ring slots
 // (bench/NOTES.md entry 22: with one, or with split columns, it ran slower than the two
@@ -161,8 +162,9 @@ ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims) {
 
 std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                         const std::string& target) {
-  if (t.block_m != 32 && t.block_m != 64)
-    return fmt::format("block_m {} must be 32 or 64 (the wgmma N of S^T)", t.block_m);
+  if (t.block_m % 16 != 0 || t.block_m < 16 || t.block_m > 128)
+    return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
+                       "in k16 steps of dK's and dV's products)", t.block_m);
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
   if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
   return shared_memory_problem(shared_bytes(dims, t), target);

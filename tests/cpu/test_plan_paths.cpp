@@ -192,12 +192,16 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
   CHECK(d128.launches[1].tiles.block_m == 64);
   CHECK(d128.launches[1].kernel_name == "fa_bwd_dkdv_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
 
-  // d136: dK and dV whole beside a 32-row query tile (the dQ variant's 64-row tile would
+  // d136: dK and dV whole beside a 48-row query tile (the dQ variant's 64-row tile would
   // split them, so the deterministic kernels serve); d192: two CTAs of 128 columns each.
+  // d64 takes the widest preferred tile, 96 rows (112 would fit the budget but ran slower).
   const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
   CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
   CHECK(d136.dv_splits == 1);
-  CHECK(d136.tiles.block_m == 32);
+  CHECK(d136.tiles.block_m == 48);
+  Spec d64 = spec_of(64, 64);
+  d64.deterministic = true;
+  CHECK(rt::plan_backward(d64, "sm_90a", {}).launches[1].tiles.block_m == 96);
   const Plan d192 = rt::plan_backward(spec_of(192, 192), "sm_90a", {}).launches[1];
   CHECK(d192.dv_splits == 2);
   CHECK(d192.dk_slice == 128);
@@ -312,7 +316,9 @@ TEST_CASE("plan: the backward's sm90 tiles are checked with reasons") {
   CHECK(bwd_dkdv_sm90_tiles_problem(d128, {64, 128, 12, 2}, "sm_90a").empty());
   CHECK(bwd_dkdv_sm90_tiles_problem(d128, {64, 64, 12, 2}, "sm_90a").find("block_n 128") !=
         std::string::npos);
-  CHECK(bwd_dkdv_sm90_tiles_problem(d128, {48, 128, 12, 2}, "sm_90a").find("32 or 64") !=
+  CHECK(bwd_dkdv_sm90_tiles_problem(d128, {40, 128, 12, 2}, "sm_90a").find("multiple of 16") !=
+        std::string::npos);
+  CHECK(bwd_dkdv_sm90_tiles_problem(d128, {80, 128, 12, 2}, "sm_90a").find("registers") !=
         std::string::npos);
   CHECK(bwd_dkdv_sm90_tiles_problem(padded_dims(spec_of(320, 320)), {32, 128, 12, 1}, "sm_90a")
             .find("past 256") != std::string::npos);

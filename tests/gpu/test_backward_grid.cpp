@@ -96,6 +96,14 @@ TEST_CASE("backward: compiled-in block patterns") { check_cases(pattern_cases())
 
 TEST_CASE("backward: variable-length batches") { check_cases(varlen_cases()); }
 
+// The deterministic kernels at every head dim: their own tiles (up to 96 query rows a step),
+// which the default mode's fused dK/dV/dQ kernel replaces wherever it serves.
+TEST_CASE("backward, deterministic: every head dim on small shapes, and windows") {
+  std::vector<GridCase> cases = small_cases();
+  for (GridCase& c : window_cases()) cases.push_back(std::move(c));
+  check_cases(std::move(cases), 0, Mode::Deterministic);
+}
+
 TEST_CASE("backward, deterministic: three runs bitwise equal") {
   check_cases(deterministic_cases(), 3, Mode::Deterministic);
 }
