@@ -14,7 +14,8 @@ namespace {
 // registers, with two ring slots; one slot only where two do not fit beside Q and dO.
 constexpr Tiles kPreferred[] = {
     {kBwdDqSm90BlockM, 128, kBwdSm90Warps, 2}, {kBwdDqSm90BlockM, 96, kBwdSm90Warps, 2},
-    {kBwdDqSm90BlockM, 64, kBwdSm90Warps, 2},  {kBwdDqSm90BlockM, 32, kBwdSm90Warps, 2},
+    {kBwdDqSm90BlockM, 80, kBwdSm90Warps, 2},  {kBwdDqSm90BlockM, 64, kBwdSm90Warps, 2},
+    {kBwdDqSm90BlockM, 48, kBwdSm90Warps, 2},  {kBwdDqSm90BlockM, 32, kBwdSm90Warps, 2},
     {kBwdDqSm90BlockM, 64, kBwdSm90Warps, 1},
 };
 
