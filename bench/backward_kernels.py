@@ -27,11 +27,20 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lib", default="build/capi/libflashjit_c.so")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--deterministic", action="store_true",
+                   help="specs with backward: {deterministic: true} (the two-kernel sm90 path)")
+    p.add_argument("--dims", default="",
+                   help="comma-separated head dims qk[/v] to run (default: all of SHAPES)")
     args = p.parse_args()
+    wanted = {d for d in args.dims.split(",") if d}
     runtime = fj.Runtime(fj.Library(args.lib))
     for dqk, dv, heads in SHAPES:
+        if wanted and str(dqk) not in wanted and f"{dqk}/{dv}" not in wanted:
+            continue
+        det = "true" if args.deterministic else "false"
         kernel = runtime.kernel(f"name: split_{dqk}_{dv}\nhead_dim_qk: {dqk}\nhead_dim_v: {dv}\n"
-                                f"dtype: bf16\ncausal: {'true' if args.causal else 'false'}\n")
+                                f"dtype: bf16\ncausal: {'true' if args.causal else 'false'}\n"
+                                f"backward: {{deterministic: {det}}}\n")
         q, k = (torch.randn(1, SEQLEN, heads, dqk, dtype=torch.bfloat16, device="cuda")
                 for _ in range(2))
         v, d_o = (torch.randn(1, SEQLEN, heads, dv, dtype=torch.bfloat16, device="cuda")

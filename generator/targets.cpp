@@ -14,13 +14,14 @@ struct TargetInfo {
   int max_shared;     // opt-in dynamic shared memory per CTA, bytes
   int shared_per_sm;  // shared memory an SM holds, bytes
   int threads_per_sm;
+  bool dependent_launch;  // griddepcontrol (programmatic dependent launch), sm_90 on
 };
 // Per CTA, sm_80 (A100): 163 KB of 164 an SM; sm_86/sm_89 (consumer Ampere, Ada): 99 KB of 100;
 // sm_90a (H100/H200): 227 KB of 228.
-constexpr TargetInfo kTargets[] = {{"sm_80", 166912, 167936, 2048},
-                                   {"sm_86", 101376, 102400, 1536},
-                                   {"sm_89", 101376, 102400, 1536},
-                                   {"sm_90a", 232448, 233472, 2048}};
+constexpr TargetInfo kTargets[] = {{"sm_80", 166912, 167936, 2048, false},
+                                   {"sm_86", 101376, 102400, 1536, false},
+                                   {"sm_89", 101376, 102400, 1536, false},
+                                   {"sm_90a", 232448, 233472, 2048, true}};
 // Shared memory the system reserves for each resident CTA (8.x and 9.0).
 constexpr int kSharedReservedPerCta = 1024;
 
@@ -44,6 +45,11 @@ void require_known_target(const std::string& target) {
   if (!is_known_target(target))
     throw Error(ErrorKind::Usage,
                 fmt::format("unknown target '{}'; flashjit targets sm_80, sm_86, sm_89, sm_90a", target));
+}
+
+bool has_dependent_launch(const std::string& target) {
+  require_known_target(target);
+  return find_target(target)->dependent_launch;
 }
 
 std::string target_for_device(int cc_major, int cc_minor) {

@@ -12,6 +12,10 @@ bool is_known_target(const std::string& target);
 std::vector<std::string> known_targets();
 // Throws Error(Usage) naming the known targets when `target` is not one.
 void require_known_target(const std::string& target);
+// Whether kernels built for `target` wait for the previous launch on the device
+// (fj::wait_for_previous_launch), so that the runtime may launch them programmatically
+// dependent on it (sm_90a).
+bool has_dependent_launch(const std::string& target);
 // The target for a device of compute capability major.minor (9.0 -> "sm_90a").
 std::string target_for_device(int cc_major, int cc_minor);
 // Max dynamic shared memory per CTA on a target (opt-in limit).

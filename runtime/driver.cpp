@@ -44,7 +44,8 @@ struct Driver::Api {
   X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) \
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)     \
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)              \
-  X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) \
+  X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx)          \
+  X(cuMemAlloc) X(cuMemFree)                                                                 \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy)          \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)   \
   X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)
@@ -245,9 +246,26 @@ void Driver::encode_tensor_map(void* map, const TensorMapBox& box) {
 }
 
 void Driver::launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned block_x,
-                    unsigned shared_bytes, Stream stream, void** params) {
-  FLASHJIT_CU(cuLaunchKernel, static_cast<CUfunction>(function), gx, gy, gz, block_x, 1, 1,
-              shared_bytes, static_cast<CUstream>(stream), params, nullptr);
+                    unsigned shared_bytes, Stream stream, void** params, bool overlap_previous) {
+  if (!overlap_previous) {
+    FLASHJIT_CU(cuLaunchKernel, static_cast<CUfunction>(function), gx, gy, gz, block_x, 1, 1,
+                shared_bytes, static_cast<CUstream>(stream), params, nullptr);
+    return;
+  }
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = gx;
+  config.gridDimY = gy;
+  config.gridDimZ = gz;
+  config.blockDimX = block_x;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = shared_bytes;
+  config.hStream = static_cast<CUstream>(stream);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FLASHJIT_CU(cuLaunchKernelEx, &config, static_cast<CUfunction>(function), params, nullptr);
 }
 
 DevicePtr Driver::alloc(size_t bytes) {

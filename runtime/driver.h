@@ -51,8 +51,11 @@ class Driver {
   void set_max_dynamic_shared(void* function, int bytes);
   // cuTensorMapEncodeTiled into `map` (kTensorMapBytes, 64-byte aligned), 128-byte swizzle.
   void encode_tensor_map(void* map, const TensorMapBox& box);
+  // overlap_previous (sm_90 on): programmatic dependent launch, the kernel may start before
+  // the stream's previous kernel ends; it must wait for it (fj::wait_for_previous_launch)
+  // before reading that kernel's results.
   void launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned block_x,
-              unsigned shared_bytes, Stream stream, void** params);
+              unsigned shared_bytes, Stream stream, void** params, bool overlap_previous = false);
 
   // Memory (used by the CLI, the tests and the benchmark; the API takes the user's pointers).
   DevicePtr alloc(size_t bytes);

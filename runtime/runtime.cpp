@@ -14,6 +14,7 @@
 #include "flashjit/flashjit.h"
 #include "generator/dec_sm80_path.h"
 #include "generator/plan.h"
+#include "generator/targets.h"
 #include "runtime/backward_params.h"
 #include "runtime/call_traits.h"
 #include "runtime/decode_params.h"
@@ -254,11 +255,15 @@ class JitKernel final : public Kernel {
     DecParams params = rt::make_dec_params(spec_, args, splits, workspace);
     void* kernel_params[] = {&params};
     const size_t launches = splits > 1 ? op.kernels.size() : 1;
+    // On sm_90a the combine is launched while the split kernel ends (programmatic dependent
+    // launch: it waits for the partial results on the device), which hides a launch's
+    // latency in calls that last some 10 us.
+    const bool overlap = gen::has_dependent_launch(target_);
     for (size_t i = 0; i < launches; ++i) {
       const rt::LaunchGeometry g =
           rt::launch_geometry(op.plan.launches[i], args, device_.sm_count, splits);
       driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
-                    g.shared_bytes, stream, kernel_params);
+                    g.shared_bytes, stream, kernel_params, overlap && i > 0);
     }
   }
 

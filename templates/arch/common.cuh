@@ -1,5 +1,6 @@
 // Device helpers every target has: integer aliases (NVRTC sees no system headers),
-// shared-memory addressing, the hardware exp2 and a 16-byte global store.
+// shared-memory addressing, the hardware exp2, a 16-byte global store and programmatic
+// dependent launch.
 #pragma once
 
 typedef unsigned int u32;
@@ -27,6 +28,21 @@ __device__ __forceinline__ void st_global_v4(void* ptr, const u32 (&v)[4]) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v[0]), "r"(v[1]),
                "r"(v[2]), "r"(v[3])
                : "memory");
+}
+
+// Programmatic dependent launch (sm_90 on; no-ops before). A kernel the runtime launches
+// with its overlap flag may start while the launch before it is finishing: it waits here
+// before it reads what that launch wrote. The earlier kernel lets it start early with
+// allow_dependent_launch(), else at its end.
+__device__ __forceinline__ void wait_for_previous_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependent_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
 }
 
 }  // namespace fj

@@ -63,6 +63,7 @@ __device__ __forceinline__ void dec_combine(const DecParams& p) {
     __syncthreads();  // warp_values is read before the next call writes it
     return all;
   };
+  wait_for_previous_launch();  // the split kernel's partial O and LSE
   float m = neg_inf();
   for (int s = tid; s < splits; s += L::kThreads) m = fmaxf(m, p.lse_partial[s * rows + row]);
   m = over_warps(m, true);

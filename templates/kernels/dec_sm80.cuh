@@ -89,6 +89,10 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kMT = L::kMTiles, kST = L::kSTiles, kOT = L::kOTiles, kW = Cfg::kWarps;
 
+  // The combine may launch once every CTA of this grid has started: its CTAs wait for this
+  // grid's end (wait_for_previous_launch), so only its launch and set-up overlap this grid.
+  allow_dependent_launch();
+
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Storage* s_q = reinterpret_cast<Storage*>(smem_raw);
   Storage* s_k = s_q + L::kQElems;

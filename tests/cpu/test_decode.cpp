@@ -8,6 +8,7 @@
 
 #include "generator/dec_sm80_path.h"
 #include "generator/plan.h"
+#include "generator/targets.h"
 #include "runtime/call_traits.h"
 #include "runtime/decode_params.h"
 #include "runtime/decode_splits.h"
@@ -137,6 +138,11 @@ TEST_CASE("decode: the plan is the split kernel then the combine, paged caches a
   args.num_pages = 1;
   const OperationPlan paged = decode_plan(spec, "sm_90a", args);
   CHECK(paged.launches[0].kernel_name == dense.launches[0].kernel_name + "_paged");
+  // The combine waits for the split kernel on the device only where griddepcontrol exists:
+  // there alone the runtime launches it before the split kernel ends.
+  CHECK(gen::has_dependent_launch("sm_90a"));
+  for (const char* target : {"sm_80", "sm_86", "sm_89"}) CHECK_FALSE(gen::has_dependent_launch(target));
+  CHECK_THROWS_AS(gen::has_dependent_launch("sm_70"), Error);
 }
 
 TEST_CASE("decode: keys split until the GPU is full, not when the grid already fills it") {
