@@ -17,6 +17,9 @@ or is refused, so that a spec that validates always gets a kernel.
                                                    (REGRESSIONS), the corners, then kernels
                                                    drawn from the grid (fixed seed)
     scripts/spill_sweep.py OUTDIR --backward ...   the backward's three kernels a spec instead
+                                                   (--deterministic: of specs asking for the
+                                                   deterministic backward, whose dK/dV and dQ
+                                                   kernels the fused one replaces elsewhere)
     scripts/spill_sweep.py OUTDIR --decode ...     decode's kernels a spec instead (the split
                                                    kernel for 16..64 packed rows, dense and
                                                    paged, the combine and the merge), on
@@ -137,14 +140,15 @@ def parse_head_dims(text):
     return dims
 
 
-def write_spec(folder, qk, v, mask, dtype):
+def write_spec(folder, qk, v, mask, dtype, deterministic=False):
     dims = f"hd{qk}" if qk == v else f"qk{qk}_v{v}"
-    name = f"sweep_{dims}_{mask}_{dtype}"
+    name = f"sweep_{dims}_{mask}_{dtype}{'_det' if deterministic else ''}"
     head_dims = f"head_dim: {qk}" if qk == v else f"head_dim_qk: {qk}\nhead_dim_v: {v}"
     causal, mask_field = MASKS[mask]
     path = folder / f"{name}.yaml"
     path.write_text(f"name: {name}\n{head_dims}\ndtype: {dtype}\ncausal: {causal}\n"
-                    f"mask: {mask_field}\ntiles: auto\n")
+                    f"mask: {mask_field}\ntiles: auto\n"
+                    + ("backward: {deterministic: true}\n" if deterministic else ""))
     return path
 
 
@@ -202,11 +206,15 @@ def main():
                       help="compile the backward's kernels (compile --backward)")
     step.add_argument("--decode", action="store_true",
                       help="compile decode's kernels (compile --decode)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="with --backward: specs with backward: {deterministic: true}")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="compiles at once (default: every core)")
     parser.add_argument("--cli", default=str(REPO / "build" / "flashjit"),
                         help="the flashjit program (default: build/flashjit)")
     args = parser.parse_args()
+    if args.deterministic and not args.backward:
+        parser.error("--deterministic needs --backward (the forward and decode ignore it)")
 
     masks = (args.masks or ",".join(DECODE_MASKS if args.decode else MASKS)).split(",")
     unknown = sorted(set(masks) - set(MASKS))
@@ -225,7 +233,8 @@ def main():
     specs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, FLASHJIT_CACHE_DIR=str((args.outdir / "kernel-cache").resolve()))
     env.pop("FLASHJIT_DISABLE_CACHE", None)
-    paths = {(qk, v, m, t): write_spec(specs, qk, v, m, t) for qk, v, m, t, _ in kernels}
+    paths = {(qk, v, m, t): write_spec(specs, qk, v, m, t, args.deterministic)
+             for qk, v, m, t, _ in kernels}
 
     print(f"[spill_sweep] {len(kernels)} {step[2:] + ' ' if step else ''}specs x "
           f"targets, {args.jobs} at once, results in {args.outdir}", flush=True)
