@@ -82,13 +82,9 @@ std::string backward_tiles_problem(const Spec& spec, const std::string& target,
   return "";
 }
 
-std::string backward_tiles_label(const Spec& spec, const std::string& target,
-                                 const BackwardTiles& tiles) {
-  const auto label = [&](gen::Step step) -> std::string {
-    const Tiles* t = step_tiles(&tiles, step);
-    return t ? gen::choose_path(step, spec, target).tiles_label(*t) : "heuristic";
-  };
-  return fmt::format("dK/dV {}, dQ {}", label(gen::Step::BwdDkDv), label(gen::Step::BwdDq));
+std::string backward_tiles_label(const BackwardTiles& tiles) {
+  const auto label = [](const Tiles& t) { return t.is_auto() ? "heuristic" : gen::tiles_label(t); };
+  return fmt::format("dK/dV {} dQ {}", label(tiles.dkdv), label(tiles.dq));
 }
 
 }  // namespace flashjit::rt

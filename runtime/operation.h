@@ -50,9 +50,7 @@ OperationPlan plan_backward(const Spec& spec, const std::string& target,
 // tiles that are not auto against the primary path of that step.
 std::string backward_tiles_problem(const Spec& spec, const std::string& target,
                                    const BackwardTiles& tiles);
-// "dK/dV ws_m96n128s2, dQ ws_n128s2": each step's tiles as its primary path's kernel names
-// write them, "heuristic" for an auto step.
-std::string backward_tiles_label(const Spec& spec, const std::string& target,
-                                 const BackwardTiles& tiles);
+// "dK/dV m96n128w12s2 dQ m128n128w12s2" ("heuristic" for an auto step), for messages.
+std::string backward_tiles_label(const BackwardTiles& tiles);
 
 }  // namespace flashjit::rt

@@ -310,7 +310,7 @@ class JitKernel final : public Kernel {
     }
     const BackwardTiles chosen = found.value_or(BackwardTiles{});
     rt::verbose("{} [{}]: backward {} ({})", spec_.name, tune::describe(bucket),
-                found ? "tuned tiles " + rt::backward_tiles_label(spec_, target_, chosen)
+                found ? "tuned tiles " + rt::backward_tiles_label(chosen)
                       : std::string("heuristic tiles"),
                 why);
     backward_tiles_.emplace(bucket, chosen);

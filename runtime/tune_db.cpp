@@ -21,6 +21,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/bounded_read.h"
 #include "runtime/env.h"
+#include "runtime/operation.h"
 #include "runtime/tune_entry_json.h"
 
 namespace flashjit::tune {
@@ -62,8 +63,7 @@ void merge_entry(Entry e, std::vector<Entry>& merged, const std::string& now) {
 
 std::string holds(const TuneEntry& e) { return "tiles " + gen::tiles_label(e.tiles); }
 std::string holds(const BackwardEntry& e) {
-  return fmt::format("backward tiles dK/dV {}, dQ {}", gen::tiles_label(e.tiles.dkdv),
-                     gen::tiles_label(e.tiles.dq));
+  return "backward tiles " + rt::backward_tiles_label(e.tiles);
 }
 std::string holds(const DecodeEntry& e) {
   return e.kv_splits > 0 ? fmt::format("{} key splits", e.kv_splits)

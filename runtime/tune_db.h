@@ -61,7 +61,7 @@ struct BackwardEntry {
   std::string target;    // "sm_90a"
   std::string dkdv_path;  // "bwd_dkdv_sm90" (KernelPathInfo::name)
   std::string dq_path;    // "bwd_dq_sm90"
-  BackwardTiles tiles;
+  BackwardTiles tiles;            // an auto step: its heuristic's (a path that tunes nothing)
   BackwardTiles heuristic_tiles;  // auto when not known
   double tuned_ms = 0;     // the whole backward (D pre-pass, dK/dV, dQ)
   double heuristic_ms = 0;

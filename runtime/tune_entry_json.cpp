@@ -112,17 +112,19 @@ TuneEntry tiles_entry_from(const json& j) {
   return e;
 }
 
-// One backward step of an entry: its path's name, its tiles and (optional, as for the
-// forward's heuristic_tiles) the heuristic's.
+// One backward step of an entry: its path's name, its tiles and the heuristic's. Both tiles are
+// optional: auto ones (a step whose path tunes nothing; a heuristic not known) are left out
+// rather than written as zeros, which tiles_from refuses.
 json step_json(const std::string& path, const Tiles& tiles, const Tiles& heuristic) {
-  json j = {{"path", path}, {"tiles", tiles_json(tiles)}};
+  json j = {{"path", path}};
+  if (!tiles.is_auto()) j["tiles"] = tiles_json(tiles);
   if (!heuristic.is_auto()) j["heuristic_tiles"] = tiles_json(heuristic);
   return j;
 }
 
 void step_from(const json& j, std::string& path, Tiles& tiles, Tiles& heuristic) {
   path = j.at("path").get<std::string>();
-  tiles = tiles_from(j.at("tiles"));
+  if (j.contains("tiles")) tiles = tiles_from(j.at("tiles"));
   if (j.contains("heuristic_tiles")) heuristic = tiles_from(j.at("heuristic_tiles"));
 }
 

@@ -80,13 +80,18 @@ TEST_CASE("autotune backward: an entry survives serialize and parse field for fi
   CHECK(b.tuned_at == e.tuned_at);
 }
 
-TEST_CASE("autotune backward: heuristic tiles are optional, and written back as they were read") {
+TEST_CASE("autotune backward: auto tiles are left out, and written back as they were read") {
+  // The dQ-accumulating kernel's dQ step (its conversion) tunes nothing: its tiles stay auto.
   BackwardEntry e = backward_entry(deterministic_d64(), h200(), 4096);
+  e.tiles.dq = {};
   e.heuristic_tiles = {};
   const std::string text = serialize({{}, {}, {e}});
-  CHECK_FALSE(json::parse(text)["entries"][0]["dq"].contains("heuristic_tiles"));
+  const json dq = json::parse(text)["entries"][0]["dq"];
+  CHECK_FALSE(dq.contains("tiles"));
+  CHECK_FALSE(dq.contains("heuristic_tiles"));
   const ParsedDb back = parse(text, "t.json");
   REQUIRE(back.entries.backward.size() == 1);
+  CHECK(back.entries.backward[0].tiles.dq.is_auto());
   CHECK(back.entries.backward[0].heuristic_tiles == BackwardTiles{});
   CHECK(serialize(back.entries) == text);
 }
@@ -95,9 +100,11 @@ TEST_CASE("autotune backward: an entry missing a step or with impossible numbers
   const json good = json::parse(serialize({{}, {}, {backward_entry(deterministic_d64(), h200(), 4096)}}));
   json no_dq = good;
   no_dq["entries"][0].erase("dq");
+  json no_path = good;
+  no_path["entries"][0]["dkdv"].erase("path");
   json zero = good;
   zero["entries"][0]["dkdv"]["tiles"]["block_m"] = 0;
-  for (const json& bad : {no_dq, zero}) {
+  for (const json& bad : {no_dq, no_path, zero}) {
     const ParsedDb parsed = parse(bad.dump(), "x.json");
     CHECK(parsed.entries.backward.empty());
     REQUIRE(parsed.skipped.size() == 1);
