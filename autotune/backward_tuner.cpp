@@ -176,15 +176,9 @@ BackwardTuneResult tune_backward(int device, const Spec& spec, const TuneOptions
   out.budget_exhausted = loop.budget_exhausted;
 
   for (BucketBench& bench : benches) {
-    BucketResult<BackwardTiles>& r = bench.result;
-    r.tiles.settle(timing);
-    BackwardEntry e = entry_for<BackwardEntry>(setup, spec, r);
-    e.dkdv_path = space.dkdv_path->name;
-    e.dq_path = space.dq_path->name;
-    e.tiles = r.tiles.best;
-    e.heuristic_tiles = r.tiles.heuristic;
-    out.entries.push_back(e);
-    out.buckets.push_back(r);
+    add_settled(out, setup, bench.result, timing);
+    out.entries.back().dkdv_path = space.dkdv_path->name;
+    out.entries.back().dq_path = space.dq_path->name;
   }
   out.seconds = clock.seconds();
   return out;

@@ -72,18 +72,24 @@ struct TuneResult {
   std::vector<Entry> entries;  // one per bucket, ready for TuneDb::record
 };
 
-// The entry of a settled bucket: its key and times; the caller adds the tiles.
-template <class Entry, class Candidate>
-Entry entry_for(const TuningSetup& setup, const Spec& spec, const BucketResult<Candidate>& r) {
+// Settles a bucket's timing (TimingOptions::min_gain) and adds it to `out` with its tune DB
+// entry: key, tiles and times (a backward entry's paths are the caller's to add).
+template <class Candidate, class Entry>
+void add_settled(TuneResult<Candidate, Entry>& out, const TuningSetup& setup,
+                 BucketResult<Candidate> r, const TimingOptions& timing) {
+  r.tiles.settle(timing);
   Entry e;
   e.gpu = gpu_identity(setup.device);
-  e.spec_hash = spec_hash(spec);
-  e.spec_summary = spec_summary(spec);
+  e.spec_hash = spec_hash(out.spec);
+  e.spec_summary = spec_summary(out.spec);
   e.bucket = r.bucket;
   e.target = setup.target;
+  e.tiles = r.tiles.best;
+  e.heuristic_tiles = r.tiles.heuristic;
   e.tuned_ms = r.tiles.best_ms;
   e.heuristic_ms = r.tiles.heuristic_ms;
-  return e;
+  out.entries.push_back(e);
+  out.buckets.push_back(std::move(r));
 }
 
 }  // namespace flashjit::tune

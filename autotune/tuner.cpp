@@ -97,15 +97,7 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   out.dropped = loop.dropped;
   out.budget_exhausted = loop.budget_exhausted;
 
-  for (BucketBench& bench : benches) {
-    BucketResult<Tiles>& r = bench.result;
-    r.tiles.settle(timing);
-    TuneEntry e = entry_for<TuneEntry>(setup, spec, r);
-    e.tiles = r.tiles.best;
-    e.heuristic_tiles = r.tiles.heuristic;
-    out.entries.push_back(e);
-    out.buckets.push_back(r);
-  }
+  for (BucketBench& bench : benches) add_settled(out, setup, bench.result, timing);
   out.seconds = clock.seconds();
   return out;
 }
