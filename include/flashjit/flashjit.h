@@ -2,6 +2,7 @@
 // No YAML, NVRTC or CUDA driver types appear here; device memory is passed as raw pointers.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
