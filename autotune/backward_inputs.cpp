@@ -34,8 +34,9 @@ std::string differs(const char* name, DType dtype, const std::vector<uint16_t>& 
     }
   }
   if (!bad) return "";
-  return fmt::format("{} {} elements differ from the heuristic kernel's (first at {}, worst {:.3g}, "
-                     "largest {:.3g})", bad, name, first, worst, largest);
+  return fmt::format(
+      "{} {} elements differ from the heuristic kernel's (first at {}, worst {:.3g}, largest "
+      "{:.3g})", bad, name, first, worst, largest);
 }
 
 std::vector<uint16_t> read(const void* device, size_t elements) {

@@ -94,15 +94,15 @@ BackwardTuneResult tune_backward(int device, const Spec& spec, const TuneOptions
   out.spec = spec;
   const TuningSetup setup = tuning_setup(runtime, spec, options);
   out.target = setup.target;
-  const BackwardCandidateSpace space = backward_candidate_space(spec, out.target);
+  const BackwardCandidateSpace space = backward_candidate_space(spec, setup.target);
   const gen::CallTraits call = timed_call(spec, setup.shapes.front());
-  require_primary_paths(spec, out.target, call, space);
+  require_primary_paths(spec, setup.target, call, space);
   const size_t n = space.candidates.size();
   out.candidates = static_cast<int>(n);
   out.pruned = static_cast<int>(space.pruned.size());
   progress(fmt::format("{} ({}) on {}: backward {} and {}: {} candidates, {} pruned before "
                        "compiling",
-                       spec.name, spec_summary(spec), out.target, space.dkdv_path->name,
+                       spec.name, spec_summary(spec), setup.target, space.dkdv_path->name,
                        space.dq_path->name, out.candidates, out.pruned));
   for (const PrunedTiles& p : space.pruned)
     progress(fmt::format("  pruned {} {}: {}", gen::to_string(p.step), tiles_label(p.tiles),
@@ -113,14 +113,15 @@ BackwardTuneResult tune_backward(int device, const Spec& spec, const TuneOptions
   rt::KernelCompiler own(rt::DiskCache::from_env());
   std::vector<std::string> heuristic_kernels;
   for (const gen::Plan& plan :
-       rt::plan_backward(spec, out.target, call, &space.candidates[0]).launches)
+       rt::plan_backward(spec, setup.target, call, &space.candidates[0]).launches)
     heuristic_kernels.push_back(plan.kernel_name);
+  // Its threads read only what was made before it, which outlives them.
   CompilePool compiles(
       n,
       [&](size_t i) {
         std::vector<CompileReport> added;
         for (const gen::Plan& plan :
-             rt::plan_backward(spec, out.target, call, &space.candidates[i]).launches) {
+             rt::plan_backward(spec, setup.target, call, &space.candidates[i]).launches) {
           const CompileReport report = own.compile(plan)->report;
           if (i == 0 || std::find(heuristic_kernels.begin(), heuristic_kernels.end(),
                                   plan.kernel_name) == heuristic_kernels.end())

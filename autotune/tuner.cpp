@@ -34,11 +34,11 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   out.spec = spec;
   const TuningSetup setup = tuning_setup(runtime, spec, options);
   out.target = setup.target;
-  const CandidateSpace space = candidate_space(spec, out.target);
+  const CandidateSpace space = candidate_space(spec, setup.target);
   out.candidates = static_cast<int>(space.candidates.size());
   out.pruned = static_cast<int>(space.pruned.size());
   progress(fmt::format("{} ({}) on {}: {} candidates, {} pruned before compiling", spec.name,
-                       spec_summary(spec), out.target, out.candidates, out.pruned));
+                       spec_summary(spec), setup.target, out.candidates, out.pruned));
   for (const PrunedTiles& p : space.pruned)
     progress(fmt::format("  pruned {}: {}", tiles_label(p.tiles), p.reason));
 
@@ -52,12 +52,13 @@ SpecTuneResult tune_spec(Runtime& runtime, const Spec& spec, const TuneOptions& 
   // Runtime::compile does not build, so they go through a compiler of our own that writes the
   // disk cache the kernels' first launch then reads.
   rt::KernelCompiler own(rt::DiskCache::from_env());
+  // Its threads read only what was made before it, which outlives them.
   CompilePool compiles(
       space.candidates.size(),
       [&](size_t i) -> std::vector<CompileReport> {
         const Spec candidate = with_tiles(spec, space.candidates[i]);
-        if (align_bytes == 16) return {runtime.compile(candidate, out.target)};
-        return {own.compile(gen::make_plan(candidate, out.target, {.align_bytes = align_bytes}))
+        if (align_bytes == 16) return {runtime.compile(candidate, setup.target)};
+        return {own.compile(gen::make_plan(candidate, setup.target, {.align_bytes = align_bytes}))
                     ->report};
       },
       compile_threads(options.compile_threads));

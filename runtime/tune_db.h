@@ -1,6 +1,7 @@
 // The tune DB: a JSON file a person can read, review and ship with an application, holding
 // the fastest tiles measured per (GPU, spec, shape bucket), forward and backward, and the
-// fastest decode key-split count per (GPU, spec, decode bucket). Path: FLASHJIT_TUNE_DB, else <cache dir>/tune.json.
+// fastest decode key-split count per (GPU, spec, decode bucket). Path: FLASHJIT_TUNE_DB, else
+// <cache dir>/tune.json.
 //
 // Concurrency: readers take no lock and always see a whole file, because writers replace it
 // by rename. Writers serialise on an flock of "<db>.lock" (released by the kernel when a

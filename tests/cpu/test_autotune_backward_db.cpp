@@ -97,7 +97,8 @@ TEST_CASE("autotune backward: auto tiles are left out, and written back as they 
 }
 
 TEST_CASE("autotune backward: an entry missing a step or with impossible numbers is skipped") {
-  const json good = json::parse(serialize({{}, {}, {backward_entry(deterministic_d64(), h200(), 4096)}}));
+  const json good =
+      json::parse(serialize({{}, {}, {backward_entry(deterministic_d64(), h200(), 4096)}}));
   json no_dq = good;
   no_dq["entries"][0].erase("dq");
   json no_path = good;

@@ -59,7 +59,8 @@ bool has_dkdv(const BackwardCandidateSpace& space, const Tiles& t) {
 
 }  // namespace
 
-TEST_CASE("autotune backward: the deterministic sm90 kernels tune the dK/dV query step and the dQ key step") {
+TEST_CASE("autotune backward: the deterministic sm90 kernels tune the dK/dV query step and the "
+          "dQ key step") {
   const Spec d64 = spec_of(64, 64, true);
   const BackwardCandidateSpace space = backward_candidate_space(d64, "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_sm90");
@@ -79,7 +80,8 @@ TEST_CASE("autotune backward: the deterministic sm90 kernels tune the dK/dV quer
     }
 }
 
-TEST_CASE("autotune backward: the dQ-accumulating kernel has its one tiling, and dQ's conversion none") {
+TEST_CASE("autotune backward: the dQ-accumulating kernel has its one tiling, and dQ's "
+          "conversion none") {
   const BackwardCandidateSpace space = backward_candidate_space(spec_of(64, 64, false), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_dq_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_convert");
@@ -93,7 +95,8 @@ TEST_CASE("autotune backward: the dQ-accumulating kernel has its one tiling, and
   CHECK(d256.candidates.size() > 1);
 }
 
-TEST_CASE("autotune backward: the sm80 kernels' spaces on Ampere and Ada, pruned by shared memory") {
+TEST_CASE("autotune backward: the sm80 kernels' spaces on Ampere and Ada, pruned by shared "
+          "memory") {
   for (const std::string target : {"sm_80", "sm_86"})
     for (auto [dqk, dv] : {std::pair{64, 64}, {128, 128}, {192, 128}, {256, 256}}) {
       CAPTURE(target);
@@ -112,7 +115,8 @@ TEST_CASE("autotune backward: the sm80 kernels' spaces on Ampere and Ada, pruned
   CHECK(shared != ada.pruned.end());
 }
 
-TEST_CASE("autotune backward: what the backward tuner refuses, and what it takes that the forward's does not") {
+TEST_CASE("autotune backward: what the backward tuner refuses, and what it takes that the "
+          "forward's does not") {
   Spec sparse = test::spec_of(64, 64);
   sparse.mask = MaskKind::BlockSparse;
   sparse.block_q = sparse.block_k = 128;

@@ -149,7 +149,8 @@ TEST_CASE("tuned backward: the DB entry for this GPU, spec and bucket picks the 
   check_ran(run_checked(gpu_runtime(), shape), BackwardTiles{}, shape);
 }
 
-TEST_CASE("tuned backward: a tile source's backward tiles reach the launches; ones that cannot run are ignored") {
+TEST_CASE("tuned backward: a tile source's backward tiles reach the launches; ones that cannot "
+          "run are ignored") {
   const verify::Shape shape = shape_of(300);
   const BackwardTiles tuned = other_tiles(this_target());
   Runtime given({.tile_source = std::make_shared<FixedBackwardTiles>(tuned)});
@@ -161,7 +162,8 @@ TEST_CASE("tuned backward: a tile source's backward tiles reach the launches; on
   check_ran(run_checked(refused, shape), BackwardTiles{}, shape);
 }
 
-TEST_CASE("tuned backward: the tuner records an entry a bucket, and the runtime then runs its tiles") {
+TEST_CASE("tuned backward: the tuner records an entry a bucket, and the runtime then runs its "
+          "tiles") {
   const test::TempDir dir;
   const std::string db_path = (dir.path() / "tune.json").string();
   const test::ScopedEnv db_env("FLASHJIT_TUNE_DB", db_path);
@@ -181,7 +183,8 @@ TEST_CASE("tuned backward: the tuner records an entry a bucket, and the runtime 
   CHECK(e.bucket == tune::ShapeBucket{512, 512, 8});
   CHECK(e.tuned_ms > 0);
   CHECK(e.tuned_ms <= e.heuristic_ms);
-  CHECK(e.heuristic_tiles == tune::backward_candidate_space(tuned_spec(), this_target()).candidates[0]);
+  CHECK(e.heuristic_tiles ==
+        tune::backward_candidate_space(tuned_spec(), this_target()).candidates.front());
   for (const std::string& why : result.dropped) fmt::print("  dropped {}\n", why);
   tune::TuneDb(db_path).record(result.entries);
   fmt::print("tuned {} against the heuristic's {}: {:.4f} ms vs {:.4f} ms\n",
