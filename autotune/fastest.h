@@ -9,6 +9,7 @@
 
 #include "autotune/timed_inputs.h"
 #include "generator/tile_rules.h"
+#include "runtime/operation.h"
 
 namespace flashjit::tune {
 
@@ -17,6 +18,9 @@ namespace flashjit::tune {
 inline constexpr double kHopeless = 1.5;
 
 inline std::string candidate_label(const Tiles& tiles) { return gen::tiles_label(tiles); }
+inline std::string candidate_label(const BackwardTiles& tiles) {
+  return rt::backward_tiles_label(tiles);
+}
 inline std::string candidate_label(int kv_splits) {
   return fmt::format("{} split{}", kv_splits, kv_splits == 1 ? "" : "s");
 }
@@ -31,11 +35,13 @@ struct Fastest {
   int timed = 0;
   int rejected = 0;  // candidates whose output differed from the heuristic's
 
-  // Runs `candidate` (loaded in `kernel`) on `inputs`: the heuristic's run, the first, keeps
-  // its output as the reference; another is rejected when its output differs, else timed (and
-  // given up on once its first launch is hopeless). Returns the progress line's end.
-  std::string measure(Kernel& kernel, TimedInputs& inputs, DType dtype,
-                      const Candidate& candidate, bool is_heuristic, const TimingOptions& timing) {
+  // Runs `candidate` (loaded in `kernel`) on `inputs` (TimedInputs, or the backward's): the
+  // heuristic's run, the first, keeps its output as the reference; another is rejected when
+  // its output differs, else timed (and given up on once its first launch is hopeless).
+  // Returns the progress line's end.
+  template <class Inputs>
+  std::string measure(Kernel& kernel, Inputs& inputs, DType dtype, const Candidate& candidate,
+                      bool is_heuristic, const TimingOptions& timing) {
     if (const std::string why = check_against_heuristic(kernel, inputs, dtype, is_heuristic);
         !why.empty()) {
       ++rejected;

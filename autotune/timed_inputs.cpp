@@ -17,24 +17,11 @@ namespace {
 // default shapes' one set is 256 MiB already.
 constexpr size_t kRotationBytes = size_t{256} << 20;
 constexpr int kMaxSets = 16;
-// Set s takes Q, K and V from the pool at 3s, 3s + 1 and 3s + 2 times this offset.
+// Set s takes Q, K, V and dO from the pool at 4s, 4s + 1, 4s + 2 and 4s + 3 times this offset.
 constexpr size_t kSetOffset = 4099;
+constexpr int kSetTensors = 4;
 // The pool holds at most this many values besides the sets' offsets (128 MiB).
 constexpr size_t kMaxPoolElements = size_t{64} << 20;
-
-// A device buffer of `elements` values: the pool from `offset` on, then the pool from its
-// start again as often as it takes.
-rt::DeviceBuffer upload(const std::vector<uint16_t>& pool, size_t elements, size_t offset) {
-  rt::Driver& driver = rt::Driver::get();
-  rt::DeviceBuffer buffer(elements * 2);
-  for (size_t done = 0; done < elements;) {
-    const size_t n = std::min(elements - done, pool.size() - offset);
-    driver.copy_to_device(buffer.ptr() + done * 2, pool.data() + offset, n * 2);
-    done += n;
-    offset = 0;
-  }
-  return buffer;
-}
 
 }  // namespace
 
@@ -51,9 +38,24 @@ std::string describe(const CallShape& s) {
 }
 
 std::vector<uint16_t> random_pool(DType dtype, size_t largest) {
-  std::vector<uint16_t> pool(std::min(largest, kMaxPoolElements) + 3 * kMaxSets * kSetOffset);
+  std::vector<uint16_t> pool(std::min(largest, kMaxPoolElements) +
+                             kSetTensors * kMaxSets * kSetOffset);
   verify::RandomInputs(kSeed).fill(dtype, pool);
   return pool;
+}
+
+rt::DeviceBuffer upload(const std::vector<uint16_t>& pool, size_t elements, int set,
+                        PoolTensor tensor) {
+  size_t offset = (size_t{kSetTensors} * set + static_cast<size_t>(tensor)) * kSetOffset;
+  rt::Driver& driver = rt::Driver::get();
+  rt::DeviceBuffer buffer(elements * 2);
+  for (size_t done = 0; done < elements;) {
+    const size_t n = std::min(elements - done, pool.size() - offset);
+    driver.copy_to_device(buffer.ptr() + done * 2, pool.data() + offset, n * 2);
+    done += n;
+    offset = 0;
+  }
+  return buffer;
 }
 
 TimedInputs make_timed_inputs(const Spec& spec, const CallShape& shape,
@@ -70,13 +72,11 @@ TimedInputs make_timed_inputs(const Spec& spec, const CallShape& shape,
   const int sets = static_cast<int>(
       std::clamp<size_t>((kRotationBytes + set_bytes - 1) / set_bytes, 1, kMaxSets));
   for (int s = 0; s < sets; ++s) {
-    // Q, K and V of every set start at different places of the random pool.
-    const size_t base = size_t{3} * s * kSetOffset;
     ForwardArgs a = ForwardArgs::contiguous(spec, shape.batch, shape.heads_q, shape.heads_kv,
                                             shape.seqlen_q, shape.seqlen_k);
-    inputs.buffers.push_back(upload(pool, q_elements, base));
-    inputs.buffers.push_back(upload(pool, k_elements, base + kSetOffset));
-    inputs.buffers.push_back(upload(pool, v_elements, base + 2 * kSetOffset));
+    inputs.buffers.push_back(upload(pool, q_elements, s, PoolTensor::Q));
+    inputs.buffers.push_back(upload(pool, k_elements, s, PoolTensor::K));
+    inputs.buffers.push_back(upload(pool, v_elements, s, PoolTensor::V));
     inputs.buffers.emplace_back(inputs.o_elements * 2);
     inputs.buffers.emplace_back(inputs.lse_elements * 4);
     const size_t at = inputs.buffers.size() - 5;
@@ -142,17 +142,21 @@ std::string check_against_heuristic(Kernel& kernel, TimedInputs& inputs, DType d
 
 double time_kernel(Kernel& kernel, const TimedInputs& inputs, int warmup, int iters,
                    double hopeless_ms) {
+  return time_launches(
+      [&](size_t n) { kernel.forward(inputs.args[n % inputs.args.size()], nullptr); }, warmup,
+      iters, hopeless_ms);
+}
+
+double time_launches(const std::function<void(size_t n)>& launch, int warmup, int iters,
+                     double hopeless_ms) {
   rt::Driver& driver = rt::Driver::get();
-  size_t set = 0;
-  const auto next_args = [&]() -> const ForwardArgs& {
-    return inputs.args[set++ % inputs.args.size()];
-  };
-  for (int n = 0; n < warmup; ++n) kernel.forward(next_args(), nullptr);
+  size_t launched = 0;
+  for (int n = 0; n < warmup; ++n) launch(launched++);
   const rt::Event start, stop;
   std::vector<float> times;
   for (int n = 0; n < std::max(iters, 1); ++n) {
     driver.event_record(start.get(), nullptr);
-    kernel.forward(next_args(), nullptr);
+    launch(launched++);
     driver.event_record(stop.get(), nullptr);
     times.push_back(driver.event_elapsed_ms(start.get(), stop.get()));
     if (n == 0 && times[0] >= hopeless_ms) return times[0];

@@ -49,6 +49,12 @@ std::string describe(const CallShape& shape);
 // tensor is larger (generating fresh numbers for every byte of a long KV cache would take
 // longer than the tuning); `largest` is the largest tensor's element count.
 std::vector<uint16_t> random_pool(DType dtype, size_t largest);
+// The input tensors of one rotation set: each starts at its own place in the pool.
+enum class PoolTensor { Q, K, V, dO };
+// A device buffer of `elements` values: the pool from set `set`'s place for `tensor` on, then
+// the pool from its start again as often as it takes.
+rt::DeviceBuffer upload(const std::vector<uint16_t>& pool, size_t elements, int set,
+                        PoolTensor tensor);
 
 // The device tensors of one timed shape: `args` holds one input/output set each, rotated
 // between launches, and the heuristic kernel's output on set 0, which every other candidate
@@ -73,5 +79,8 @@ std::string check_against_heuristic(Kernel& kernel, TimedInputs& inputs, DType d
 // the first timed launch when it is `hopeless_ms` or slower (returns that launch's time).
 double time_kernel(Kernel& kernel, const TimedInputs& inputs, int warmup, int iters,
                    double hopeless_ms);
+// The same for any launch: `launch(n)` makes the n-th (n counts from 0, warm-up included).
+double time_launches(const std::function<void(size_t n)>& launch, int warmup, int iters,
+                     double hopeless_ms);
 
 }  // namespace flashjit::tune

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const flashjit::tune::ParsedDb again =
       flashjit::tune::parse(flashjit::tune::serialize(parsed.entries), "serialized.json");
   if (again.entries.tiles.size() != parsed.entries.tiles.size() ||
-      again.entries.decode.size() != parsed.entries.decode.size() || !again.skipped.empty())
+      again.entries.decode.size() != parsed.entries.decode.size() ||
+      again.entries.backward.size() != parsed.entries.backward.size() || !again.skipped.empty())
     __builtin_trap();
   return 0;
 }

@@ -1,11 +1,23 @@
 #include "runtime/operation.h"
 
+#include <fmt/format.h>
+
 namespace flashjit::rt {
 namespace {
 
 constexpr size_t kScratchAlign = 256;
 
 size_t aligned_size(size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+// The tiles `tuned` gives `step`, or null for its heuristic (no tuned tiles, auto ones, or a
+// step that takes none).
+const Tiles* step_tiles(const BackwardTiles* tuned, gen::Step step) {
+  if (!tuned) return nullptr;
+  const Tiles* t = step == gen::Step::BwdDkDv ? &tuned->dkdv
+                   : step == gen::Step::BwdDq ? &tuned->dq
+                                              : nullptr;
+  return t && !t->is_auto() ? t : nullptr;
+}
 
 }  // namespace
 
@@ -50,12 +62,29 @@ OperationPlan plan_merge(const Spec& spec, const std::string& target) {
 }
 
 OperationPlan plan_backward(const Spec& spec, const std::string& target,
-                            const gen::CallTraits& call) {
+                            const gen::CallTraits& call, const BackwardTiles* tuned) {
   OperationPlan op;
   op.operation = gen::Operation::Backward;
   for (gen::Step step : {gen::Step::BwdPre, gen::Step::BwdDkDv, gen::Step::BwdDq})
-    op.launches.push_back(gen::make_plan(spec, target, call, nullptr, step));
+    op.launches.push_back(gen::make_plan(spec, target, call, step_tiles(tuned, step), step));
   return op;
+}
+
+std::string backward_tiles_problem(const Spec& spec, const std::string& target,
+                                   const BackwardTiles& tiles) {
+  for (gen::Step step : {gen::Step::BwdDkDv, gen::Step::BwdDq}) {
+    const Tiles* t = step_tiles(&tiles, step);
+    if (!t) continue;
+    const gen::KernelPathInfo& path = gen::choose_path(step, spec, target);
+    if (std::string problem = gen::tiles_problem(spec, target, *t, path); !problem.empty())
+      return fmt::format("{} {}: {}", path.name, path.tiles_label(*t), problem);
+  }
+  return "";
+}
+
+std::string backward_tiles_label(const BackwardTiles& tiles) {
+  const auto label = [](const Tiles& t) { return t.is_auto() ? "heuristic" : gen::tiles_label(t); };
+  return fmt::format("dK/dV {} dQ {}", label(tiles.dkdv), label(tiles.dq));
 }
 
 }  // namespace flashjit::rt

@@ -40,9 +40,17 @@ OperationPlan plan_decode(const Spec& spec, const std::string& target,
 // the plan is the same for every alignment).
 OperationPlan plan_merge(const Spec& spec, const std::string& target);
 // The backward: D = rowsum(dO * O), then dK/dV and dQ (deterministic ones when the spec asks;
-// else on sm_90a dK/dV accumulating dQ, then dQ's conversion). Throws Error(Usage) naming the
-// step when no path serves one.
+// else on sm_90a dK/dV accumulating dQ, then dQ's conversion). `tuned` (if non-null) gives
+// the dK/dV and dQ steps' tiles as make_plan takes them (an auto step, or a call that falls
+// back from the primary path, takes the heuristic's). Throws Error(Usage) naming the step
+// when no path serves one, or when tuned tiles cannot run its primary path.
 OperationPlan plan_backward(const Spec& spec, const std::string& target,
-                            const gen::CallTraits& call);
+                            const gen::CallTraits& call, const BackwardTiles* tuned = nullptr);
+// Why `tiles` cannot run the backward of `spec` on `target` ("" when they can): each step's
+// tiles that are not auto against the primary path of that step.
+std::string backward_tiles_problem(const Spec& spec, const std::string& target,
+                                   const BackwardTiles& tiles);
+// "dK/dV m96n128w12s2 dQ m128n128w12s2" ("heuristic" for an auto step), for messages.
+std::string backward_tiles_label(const BackwardTiles& tiles);
 
 }  // namespace flashjit::rt

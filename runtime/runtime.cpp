@@ -1,7 +1,8 @@
 // flashjit::Runtime and the Kernel it hands out: an operation's plan (its launches) ->
 // compile (KernelCompiler) -> load -> launch through the dlopen'ed driver. Tiles come from
-// the spec, else from the runtime's TileSource (the tune DB by default), else from the
-// path's heuristic; decode's key splits from the call, else the tune DB, else a heuristic.
+// the spec (the forward's), else from the runtime's TileSource (the tune DB by default), else
+// from the path's heuristic; decode's key splits from the call, else the tune DB, else a
+// heuristic.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -40,12 +41,9 @@ struct LoadedVariant {
   void* function = nullptr;  // CUfunction
 };
 
-// What an operation's plan depends on: the operation, the call's traits and the tiles.
-using OperationKey = std::tuple<gen::Operation, gen::CallTraits, int, int, int, int>;
-OperationKey operation_key(gen::Operation operation, const gen::CallTraits& call,
-                           const Tiles& tiles) {
-  return {operation, call, tiles.block_m, tiles.block_n, tiles.warps, tiles.stages};
-}
+// What an operation's plan depends on: the operation, the call's traits and the tiles (the
+// backward's apart).
+using OperationKey = std::tuple<gen::Operation, gen::CallTraits, Tiles, BackwardTiles>;
 
 // An operation's plan with the loaded kernel of each launch, in the same order.
 struct LoadedOperation {
@@ -89,8 +87,9 @@ class JitKernel final : public Kernel {
 
   void backward(const BackwardArgs& args, void* stream) override {
     rt::check_backward_args(spec_, args);
-    const LoadedOperation& op =
-        operation_for(gen::Operation::Backward, rt::backward_call_traits(spec_, args), Tiles{});
+    const LoadedOperation& op = operation_for(gen::Operation::Backward,
+                                              rt::backward_call_traits(spec_, args), Tiles{},
+                                              backward_tiles_for(args.forward));
     rt::Driver& driver = rt::Driver::get(ordinal_);
     const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(op.plan, args.forward);
     rt::check_backward_workspace(args, scratch);
@@ -132,14 +131,15 @@ class JitKernel final : public Kernel {
   // would sit on that path), else planned here without compiling.
   size_t backward_workspace_bytes(const BackwardArgs& args) const override {
     const gen::CallTraits call = rt::backward_call_traits(spec_, args);
+    const BackwardTiles tiles = backward_tiles_for(args.forward);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const auto found = operations_.find(operation_key(gen::Operation::Backward, call, Tiles{}));
+      const auto found = operations_.find({gen::Operation::Backward, call, Tiles{}, tiles});
       if (found != operations_.end())
         return rt::workspace_bytes(rt::backward_scratch(found->second.plan, args.forward));
     }
     return rt::workspace_bytes(
-        rt::backward_scratch(rt::plan_backward(spec_, target_, call), args.forward));
+        rt::backward_scratch(rt::plan_backward(spec_, target_, call, &tiles), args.forward));
   }
 
   void merge(const MergeArgs& args, void* stream) override {
@@ -279,9 +279,7 @@ class JitKernel final : public Kernel {
       return found->second;
     Tiles chosen = gen::default_tiles(spec_, target_);
     std::string why;
-    const TileSource::Query query{spec_, target_, device_, args.batch, args.heads_q,
-                                  args.seqlen_q, args.seqlen_k};
-    const std::optional<Tiles> found = tile_source_->tiles(query, why);
+    const std::optional<Tiles> found = tile_source_->tiles(query_for(args), why);
     bool from_source = false;
     if (found) {
       const std::string problem = gen::tiles_problem(spec_, target_, *found);
@@ -297,19 +295,52 @@ class JitKernel final : public Kernel {
     return chosen;
   }
 
+  // The backward's tiles for this call's shape bucket, decided once per bucket as the
+  // forward's: the tile source's, else the heuristic's (auto). The spec's own tiles are the
+  // forward's and play no part.
+  BackwardTiles backward_tiles_for(const ForwardArgs& args) const {
+    const tune::ShapeBucket bucket =
+        tune::bucket_for(args.seqlen_q, args.seqlen_k, args.batch, args.heads_q);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto found = backward_tiles_.find(bucket); found != backward_tiles_.end())
+      return found->second;
+    std::string why;
+    std::optional<BackwardTiles> found = tile_source_->backward_tiles(query_for(args), why);
+    if (found) {
+      const std::string problem = rt::backward_tiles_problem(spec_, target_, *found);
+      if (!problem.empty()) {
+        why += fmt::format("; they cannot run here ({}): ignored", problem);
+        found.reset();
+      }
+    }
+    const BackwardTiles chosen = found.value_or(BackwardTiles{});
+    rt::verbose("{} [{}]: backward {} ({})", spec_.name, tune::describe(bucket),
+                found ? "tuned tiles " + rt::backward_tiles_label(chosen)
+                      : std::string("heuristic tiles"),
+                why);
+    backward_tiles_.emplace(bucket, chosen);
+    return chosen;
+  }
+
+  TileSource::Query query_for(const ForwardArgs& args) const {
+    return {spec_, target_, device_, args.batch, args.heads_q, args.seqlen_q, args.seqlen_k};
+  }
+
   // The plan of an operation for a call's traits and tiles, with its kernels loaded, made
   // once: a call after the first takes one lock and one lookup. The first compiles and loads
   // while holding the lock: other threads launching this kernel need the same kernels and
   // would only wait anyway.
   const LoadedOperation& operation_for(gen::Operation operation, const gen::CallTraits& call,
-                                       const Tiles& tiles) {
+                                       const Tiles& tiles, const BackwardTiles& backward = {}) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const OperationKey key = operation_key(operation, call, tiles);
+    const OperationKey key{operation, call, tiles, backward};
     if (auto found = operations_.find(key); found != operations_.end()) return found->second;
     LoadedOperation op;
     switch (operation) {
       case gen::Operation::Forward: op.plan = rt::plan_forward(spec_, target_, call, &tiles); break;
-      case gen::Operation::Backward: op.plan = rt::plan_backward(spec_, target_, call); break;
+      case gen::Operation::Backward:
+        op.plan = rt::plan_backward(spec_, target_, call, &backward);
+        break;
       case gen::Operation::Decode: op.plan = rt::plan_decode(spec_, target_, call, tiles); break;
       case gen::Operation::Merge: op.plan = rt::plan_merge(spec_, target_); break;
     }
@@ -349,12 +380,13 @@ class JitKernel final : public Kernel {
   const DeviceInfo device_;
   const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
-  // Guards operations_, variants_, tiles_by_bucket_, decode_tiles_, tuned_splits_,
-  // decode_said_ and tile_counters_: forward() may run on several threads.
+  // Guards operations_, variants_, tiles_by_bucket_, backward_tiles_, decode_tiles_,
+  // tuned_splits_, decode_said_ and tile_counters_: forward() may run on several threads.
   mutable std::mutex mutex_;
   std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
   std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
+  mutable std::map<tune::ShapeBucket, BackwardTiles> backward_tiles_;
   mutable std::map<int, Tiles> decode_tiles_;  // by packed rows
   mutable std::map<tune::DecodeBucket, rt::TunedKvSplits> tuned_splits_;
   std::set<std::string> decode_said_;  // FLASHJIT_VERBOSE's decode lines, each said once
@@ -362,6 +394,11 @@ class JitKernel final : public Kernel {
 };
 
 }  // namespace
+
+std::optional<BackwardTiles> TileSource::backward_tiles(const Query&, std::string& why) const {
+  why = "the runtime's tile source gives no backward tiles";
+  return std::nullopt;
+}
 
 struct Runtime::Impl {
   RuntimeOptions options;

@@ -21,6 +21,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/bounded_read.h"
 #include "runtime/env.h"
+#include "runtime/operation.h"
 #include "runtime/tune_entry_json.h"
 
 namespace flashjit::tune {
@@ -61,6 +62,9 @@ void merge_entry(Entry e, std::vector<Entry>& merged, const std::string& now) {
 }
 
 std::string holds(const TuneEntry& e) { return "tiles " + gen::tiles_label(e.tiles); }
+std::string holds(const BackwardEntry& e) {
+  return "backward tiles " + rt::backward_tiles_label(e.tiles);
+}
 std::string holds(const DecodeEntry& e) {
   return e.kv_splits > 0 ? fmt::format("{} key splits", e.kv_splits)
                          : "the heuristic's key splits (none measured faster)";
@@ -191,6 +195,7 @@ std::string serialize(const TuneDbEntries& entries) {
   json list = json::array();
   append_sorted(entries.tiles, list);
   append_sorted(entries.decode, list);
+  append_sorted(entries.backward, list);
   const json doc = {{"format", kFormat}, {"version", kVersion}, {"entries", list}};
   return doc.dump(2) + "\n";
 }
@@ -271,10 +276,23 @@ DecodeLookup TuneDb::lookup(const GpuIdentity& gpu, const std::string& hash,
   return entries ? find_entry(entries->decode, gpu, hash, bucket, path_) : unusable;
 }
 
-void TuneDb::record(const std::vector<TuneEntry>& entries) const { merge_into_file({entries, {}}); }
+BackwardLookup TuneDb::lookup_backward(const GpuIdentity& gpu, const std::string& hash,
+                                       const ShapeBucket& bucket) const {
+  BackwardLookup unusable;
+  std::optional<TuneDbEntries> entries = load_for_lookup(*this, unusable.note);
+  return entries ? find_entry(entries->backward, gpu, hash, bucket, path_) : unusable;
+}
+
+void TuneDb::record(const std::vector<TuneEntry>& entries) const {
+  merge_into_file({entries, {}, {}});
+}
 
 void TuneDb::record(const std::vector<DecodeEntry>& entries) const {
-  merge_into_file({{}, entries});
+  merge_into_file({{}, entries, {}});
+}
+
+void TuneDb::record(const std::vector<BackwardEntry>& entries) const {
+  merge_into_file({{}, {}, entries});
 }
 
 void TuneDb::merge_into_file(const TuneDbEntries& entries) const {
@@ -284,6 +302,7 @@ void TuneDb::merge_into_file(const TuneDbEntries& entries) const {
   const std::string now = utc_now();
   for (const TuneEntry& e : entries.tiles) merge_entry(e, merged.tiles, now);
   for (const DecodeEntry& e : entries.decode) merge_entry(e, merged.decode, now);
+  for (const BackwardEntry& e : entries.backward) merge_entry(e, merged.backward, now);
   create_parent_folder(path_);
   // 0644: the DB is meant to be shared and shipped.
   rt::write_file_atomically(path_, serialize(merged), 0644, "tune DB");

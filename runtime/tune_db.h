@@ -1,6 +1,7 @@
 // The tune DB: a JSON file a person can read, review and ship with an application, holding
-// the fastest tiles measured per (GPU, spec, shape bucket) and the fastest decode key-split
-// count per (GPU, spec, decode bucket). Path: FLASHJIT_TUNE_DB, else <cache dir>/tune.json.
+// the fastest tiles measured per (GPU, spec, shape bucket), forward and backward, and the
+// fastest decode key-split count per (GPU, spec, decode bucket). Path: FLASHJIT_TUNE_DB, else
+// <cache dir>/tune.json.
 //
 // Concurrency: readers take no lock and always see a whole file, because writers replace it
 // by rename. Writers serialise on an flock of "<db>.lock" (released by the kernel when a
@@ -50,10 +51,29 @@ struct DecodeEntry {
   std::string tuned_at;  // UTC, ISO 8601
 };
 
+// The backward's tiles of calls in one shape bucket (`flashjit tune --backward`): its dK/dV
+// and dQ steps', each with the name of the path it was tuned for, so that an entry for a path
+// the spec no longer takes (a changed registry, a spec now deterministic) is not used.
+struct BackwardEntry {
+  GpuIdentity gpu;
+  std::string spec_hash;
+  std::string spec_summary;  // for people reading the file; not part of the key
+  ShapeBucket bucket;
+  std::string target;    // "sm_90a"
+  std::string dkdv_path;  // "bwd_dkdv_sm90" (KernelPathInfo::name)
+  std::string dq_path;    // "bwd_dq_sm90"
+  BackwardTiles tiles;            // an auto step: its heuristic's (a path that tunes nothing)
+  BackwardTiles heuristic_tiles;  // auto when not known
+  double tuned_ms = 0;     // the whole backward (D pre-pass, dK/dV, dQ)
+  double heuristic_ms = 0;
+  std::string tuned_at;  // UTC, ISO 8601
+};
+
 // What a DB holds, by kind.
 struct TuneDbEntries {
   std::vector<TuneEntry> tiles;
   std::vector<DecodeEntry> decode;
+  std::vector<BackwardEntry> backward;
 };
 
 // Where the DB lives for this process (FLASHJIT_TUNE_DB, else <cache dir>/tune.json).
@@ -68,6 +88,7 @@ struct Found {
 };
 using Lookup = Found<TuneEntry>;
 using DecodeLookup = Found<DecodeEntry>;
+using BackwardLookup = Found<BackwardEntry>;
 
 class TuneDb {
  public:
@@ -85,11 +106,14 @@ class TuneDb {
                 const ShapeBucket& bucket) const;
   DecodeLookup lookup(const GpuIdentity& gpu, const std::string& spec_hash,
                       const DecodeBucket& bucket) const;
+  BackwardLookup lookup_backward(const GpuIdentity& gpu, const std::string& spec_hash,
+                                 const ShapeBucket& bucket) const;
   // Merges `entries` into the file (each replaces an entry of the same GPU, spec and bucket)
   // under the writers' lock, atomically. Throws Error(Io) when the folder or the file cannot
   // be written.
   void record(const std::vector<TuneEntry>& entries) const;
   void record(const std::vector<DecodeEntry>& entries) const;
+  void record(const std::vector<BackwardEntry>& entries) const;
 
  private:
   void merge_into_file(const TuneDbEntries& entries) const;

@@ -15,6 +15,7 @@ using nlohmann::json;
 
 constexpr const char* kTilesKind = "tiles";
 constexpr const char* kDecodeKind = "decode_splits";
+constexpr const char* kBackwardKind = "backward_tiles";
 
 json tiles_json(const Tiles& t) {
   return {{"block_m", t.block_m}, {"block_n", t.block_n}, {"warps", t.warps},
@@ -94,14 +95,45 @@ Entry common_from(const json& j) {
   return e;
 }
 
+json bucket_json(const ShapeBucket& b) {
+  return {{"seqlen_q", b.seqlen_q}, {"seqlen_k", b.seqlen_k}, {"batch_heads", b.batch_heads}};
+}
+
+ShapeBucket bucket_from(const json& j) {
+  return {int_at(j, "seqlen_q"), int_at(j, "seqlen_k"), int_at(j, "batch_heads")};
+}
+
 TuneEntry tiles_entry_from(const json& j) {
   TuneEntry e = common_from<TuneEntry>(j);
-  const json& bucket = j.at("bucket");
-  e.bucket = {int_at(bucket, "seqlen_q"), int_at(bucket, "seqlen_k"),
-              int_at(bucket, "batch_heads")};
+  e.bucket = bucket_from(j.at("bucket"));
   e.target = j.at("target").get<std::string>();
   e.tiles = tiles_from(j.at("tiles"));
   if (j.contains("heuristic_tiles")) e.heuristic_tiles = tiles_from(j.at("heuristic_tiles"));
+  return e;
+}
+
+// One backward step of an entry: its path's name, its tiles and the heuristic's. Both tiles are
+// optional: auto ones (a step whose path tunes nothing; a heuristic not known) are left out
+// rather than written as zeros, which tiles_from refuses.
+json step_json(const std::string& path, const Tiles& tiles, const Tiles& heuristic) {
+  json j = {{"path", path}};
+  if (!tiles.is_auto()) j["tiles"] = tiles_json(tiles);
+  if (!heuristic.is_auto()) j["heuristic_tiles"] = tiles_json(heuristic);
+  return j;
+}
+
+void step_from(const json& j, std::string& path, Tiles& tiles, Tiles& heuristic) {
+  path = j.at("path").get<std::string>();
+  if (j.contains("tiles")) tiles = tiles_from(j.at("tiles"));
+  if (j.contains("heuristic_tiles")) heuristic = tiles_from(j.at("heuristic_tiles"));
+}
+
+BackwardEntry backward_entry_from(const json& j) {
+  BackwardEntry e = common_from<BackwardEntry>(j);
+  e.bucket = bucket_from(j.at("bucket"));
+  e.target = j.at("target").get<std::string>();
+  step_from(j.at("dkdv"), e.dkdv_path, e.tiles.dkdv, e.heuristic_tiles.dkdv);
+  step_from(j.at("dq"), e.dq_path, e.tiles.dq, e.heuristic_tiles.dq);
   return e;
 }
 
@@ -120,9 +152,7 @@ DecodeEntry decode_entry_from(const json& j) {
 
 json entry_json(const TuneEntry& e) {
   json j = common_json(kTilesKind, e);
-  j["bucket"] = {{"seqlen_q", e.bucket.seqlen_q},
-                 {"seqlen_k", e.bucket.seqlen_k},
-                 {"batch_heads", e.bucket.batch_heads}};
+  j["bucket"] = bucket_json(e.bucket);
   j["target"] = e.target;
   j["tiles"] = tiles_json(e.tiles);
   // Optional, as tiles_entry_from reads it: an entry read without heuristic tiles must not be
@@ -142,16 +172,28 @@ json entry_json(const DecodeEntry& e) {
   return j;
 }
 
+json entry_json(const BackwardEntry& e) {
+  json j = common_json(kBackwardKind, e);
+  j["bucket"] = bucket_json(e.bucket);
+  j["target"] = e.target;
+  j["dkdv"] = step_json(e.dkdv_path, e.tiles.dkdv, e.heuristic_tiles.dkdv);
+  j["dq"] = step_json(e.dq_path, e.tiles.dq, e.heuristic_tiles.dq);
+  return j;
+}
+
 void read_entry(const json& j, TuneDbEntries& into) {
   const auto kind = j.find("kind");
   if (kind == j.end() || *kind == kTilesKind) {
     into.tiles.push_back(tiles_entry_from(j));
   } else if (*kind == kDecodeKind) {
     into.decode.push_back(decode_entry_from(j));
+  } else if (*kind == kBackwardKind) {
+    into.backward.push_back(backward_entry_from(j));
   } else {
     throw Error(ErrorKind::Cache,
-                fmt::format("entry kind {} is not one this flashjit reads (\"{}\", \"{}\")",
-                            brief(*kind), kTilesKind, kDecodeKind));
+                fmt::format("entry kind {} is not one this flashjit reads (\"{}\", \"{}\", "
+                            "\"{}\")",
+                            brief(*kind), kTilesKind, kDecodeKind, kBackwardKind));
   }
 }
 

@@ -1,10 +1,10 @@
 // One tune DB entry as JSON, each kind with its own fields: what TuneDb writes and reads back.
 //
 // An entry's "kind" says what it holds: "tiles" (also every entry without a "kind", as files
-// from before kinds have them) or "decode_splits". A kind this flashjit does not know is a bad
-// entry, skipped with a warning like any other, so new kinds need no new file version. A
-// decode entry has no "tiles": a flashjit from before kinds skips it as a bad entry too,
-// rather than reading it as tiles.
+// from before kinds have them), "decode_splits" or "backward_tiles". A kind this flashjit does
+// not know is a bad entry, skipped with a warning like any other, so new kinds need no new
+// file version. Decode and backward entries have no "tiles": a flashjit from before kinds
+// skips them as bad entries too, rather than reading them as the forward's tiles.
 #pragma once
 
 #include <string>
@@ -17,6 +17,7 @@ namespace flashjit::tune {
 
 nlohmann::json entry_json(const TuneEntry& entry);
 nlohmann::json entry_json(const DecodeEntry& entry);
+nlohmann::json entry_json(const BackwardEntry& entry);
 
 // Adds the entry `j` to the list of its kind in `into`; throws Error(Cache) or a
 // json::exception, either naming the field, for one it cannot read (an unknown kind too).

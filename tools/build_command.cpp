@@ -1,6 +1,7 @@
 // `flashjit build SPEC.yaml... --arch sm_80,sm_90a [--align natural|all|16,8,...]
 //  [--tune-db FILE] -o BUNDLE`: compile every spec for every target and alignment variant
-// (and every tuned tiling the DB holds for it) into one bundle file (runtime/bundle.h).
+// (and every tuned tiling the DB holds for it, the backward's too with --backward) into one
+// bundle file (runtime/bundle.h).
 //
 // Alignment variants: the runtime picks the variant from the call's pointers and strides
 // (16, 8, 4 or 2 bytes). By default a bundle holds 16 bytes and the spec's natural alignment
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -32,6 +34,7 @@
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/operation.h"
 #include "runtime/tune_db.h"
+#include "runtime/tune_db_tiles.h"
 #include "runtime/tune_key.h"
 #include "tools/command.h"
 #include "tools/target.h"
@@ -105,27 +108,23 @@ std::set<int, std::greater<>> alignments_for(const Spec& spec, const std::string
   return out;
 }
 
-// The tilings to build for `spec` on `target`: its own (or the heuristic's), plus every tuned
-// tiling the DB holds for this spec and target (on any GPU and shape bucket).
-std::vector<std::optional<Tiles>> tilings_for(const Spec& spec, const std::string& target,
-                                              const std::vector<tune::TuneEntry>& tuned) {
-  std::vector<std::optional<Tiles>> out = {std::nullopt};
-  if (!spec.tiles.is_auto()) return out;  // the spec's tiles win over the DB at run time too
+// The tilings to build: the heuristic's (nullopt), plus the tiles of every entry of `tuned` for
+// this spec that `usable` accepts (on any GPU and shape bucket), each once.
+template <class Entry, class Usable>
+auto tilings_for(const Spec& spec, const std::vector<Entry>& tuned, Usable usable) {
+  std::vector<std::optional<decltype(Entry::tiles)>> out = {std::nullopt};
   const std::string hash = tune::spec_hash(spec);
-  for (const tune::TuneEntry& entry : tuned) {
-    if (entry.spec_hash != hash || entry.target != target) continue;
-    const bool seen = std::any_of(out.begin() + 1, out.end(), [&](const auto& tiles) {
-      return *tiles == entry.tiles;
-    });
-    if (!seen) out.push_back(entry.tiles);
-  }
+  for (const Entry& entry : tuned)
+    if (entry.spec_hash == hash && usable(entry) &&
+        std::find(out.begin() + 1, out.end(), entry.tiles) == out.end())
+      out.push_back(entry.tiles);
   return out;
 }
 
 std::vector<Job> plan_jobs(const BuildOptions& options) {
   const std::vector<std::string> targets = parse_targets(options.archs);
-  std::vector<tune::TuneEntry> tuned;
-  if (!options.tune_db.empty()) tuned = tune::TuneDb(options.tune_db).load().tiles;
+  tune::TuneDbEntries tuned;
+  if (!options.tune_db.empty()) tuned = tune::TuneDb(options.tune_db).load();
   std::vector<Job> jobs;
   std::set<std::string> names;  // a tuned tiling may equal the heuristic's: build it once
   for (const std::string& file : options.spec_files) {
@@ -133,7 +132,13 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
     const Spec& spec = located.spec;
     for (const std::string& target : targets) {
       require_forward_kernel(located, target);
-      for (const std::optional<Tiles>& tiles : tilings_for(spec, target, tuned)) {
+      // The spec's own tiles win over the DB's at run time too.
+      const auto forward_tilings =
+          spec.tiles.is_auto()
+              ? tilings_for(spec, tuned.tiles,
+                            [&](const tune::TuneEntry& e) { return e.target == target; })
+              : std::vector<std::optional<Tiles>>{std::nullopt};
+      for (const std::optional<Tiles>& tiles : forward_tilings) {
         for (int align : alignments_for(spec, options.align)) {
           for (bool tma : tma_variants_for(spec, options.align, align)) {
             gen::Plan plan = gen::make_plan(spec, target, {.align_bytes = align, .tma_loadable = tma},
@@ -145,13 +150,20 @@ std::vector<Job> plan_jobs(const BuildOptions& options) {
         }
       }
       if (!options.backward) continue;
-      for (int align : alignments_for(spec, options.align))
-        for (bool tma : tma_variants_for(spec, options.align, align))
-          for (gen::Plan& plan :
-               rt::plan_backward(spec, target, {.align_bytes = align, .tma_loadable = tma})
-                   .launches)
-            if (names.insert(plan.target + "/" + plan.kernel_name).second)
-              jobs.push_back({file, std::move(plan)});
+      // The backward's tuned tiles that the runtime would use (rt::TuneDbTiles).
+      const auto backward_tilings =
+          tilings_for(spec, tuned.backward, [&](const tune::BackwardEntry& e) {
+            return rt::backward_entry_problem(spec, target, e).empty();
+          });
+      for (const std::optional<BackwardTiles>& tiles : backward_tilings)
+        for (int align : alignments_for(spec, options.align))
+          for (bool tma : tma_variants_for(spec, options.align, align))
+            for (gen::Plan& plan :
+                 rt::plan_backward(spec, target, {.align_bytes = align, .tma_loadable = tma},
+                                   tiles ? &*tiles : nullptr)
+                     .launches)
+              if (names.insert(plan.target + "/" + plan.kernel_name).second)
+                jobs.push_back({file, std::move(plan)});
     }
   }
   return jobs;
@@ -234,7 +246,8 @@ Command add_build_command(CLI::App& parent) {
                   "alignment variants: natural (16 and that of packed tensors; default), all "
                   "(16,8,4,2), or a list such as 16,8");
   app->add_option("--tune-db", options->tune_db,
-                  "also build every tuned tiling this tune DB holds for the specs and targets")
+                  "also build every tuned tiling this tune DB holds for the specs and targets "
+                  "(with --backward, the backward's too)")
       ->check(CLI::ExistingFile);
   app->add_option("-o,--output", options->output, "bundle file to write")->required();
   app->add_flag("--json", options->json, "print the manifest as JSON");

@@ -1,8 +1,9 @@
-// `flashjit tune SPEC.yaml... [--seqlens 1024,4096,16384] [--batch-heads N] [--budget-s S]
-// [--db FILE]`: find the fastest correct tiles per spec and shape bucket on this GPU and
-// record them in the tune DB; with `--decode [--batches B,...] [--seqlens-k L,...]
-// [--seqlen-q N] [--heads H] [--heads-kv H]`, the fastest key-split count per decode bucket
-// instead; `flashjit tune --show` prints what the DB holds.
+// `flashjit tune SPEC.yaml... [--backward] [--seqlens 1024,4096,16384] [--batch-heads N]
+// [--budget-s S] [--db FILE]`: find the fastest correct tiles per spec and shape bucket on
+// this GPU (with --backward, the backward's dK/dV and dQ tiles) and record them in the tune DB;
+// with `--decode [--batches B,...] [--seqlens-k L,...] [--seqlen-q N] [--heads H]
+// [--heads-kv H]`, the fastest key-split count per decode bucket instead; `flashjit tune
+// --show` prints what the DB holds.
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "autotune/backward_tuner.h"
+#include "autotune/candidates.h"
 #include "autotune/decode_tuner.h"
 #include "autotune/tuner.h"
 #include "runtime/driver.h"
@@ -25,6 +28,7 @@ struct TuneCommandOptions {
   std::vector<int> seqlens = {1024, 4096, 16384};
   std::optional<int> batch_heads;
   bool decode = false;
+  bool backward = false;
   tune::DecodeTuneOptions decode_options;
   double budget_s = 0;
   std::string db;
@@ -59,9 +63,13 @@ int run_tune(TuneCommandOptions& o) {
   if (o.spec_files.empty()) throw Error(ErrorKind::Usage, "tune needs SPEC.yaml files (or --show)");
   std::vector<Spec> specs;
   for (const std::string& file : o.spec_files) specs.push_back(Spec::from_file(file));
-  // Shapes that cannot be tuned are the user's to fix, with or without a GPU.
-  if (o.decode)
-    for (const Spec& spec : specs) tune::decode_shapes(spec, o.decode_options);
+  // Specs and shapes that cannot be tuned are the user's to fix, with or without a GPU.
+  for (const Spec& spec : specs) {
+    if (o.decode)
+      tune::decode_shapes(spec, o.decode_options);
+    else
+      tune::check_tunable(spec, o.backward);
+  }
   if (!rt::Driver::available())
     throw Error(ErrorKind::NoDevice,
                 fmt::format("tuning times kernels on a GPU and this machine has none ({}); "
@@ -80,6 +88,12 @@ int run_tune(TuneCommandOptions& o) {
   options.seqlens = o.seqlens;
   options.batch_heads = o.batch_heads;
   options.timing.budget_s = o.budget_s;
+  if (o.backward) {
+    tune_each(specs, db, [&](const Spec& spec) {
+      return tune::tune_backward(0, spec, options, print_line);  // Runtime's default GPU
+    });
+    return kOk;
+  }
   tune_each(specs, db, [&](const Spec& spec) {
     return tune::tune_spec(runtime, spec, options, print_line);
   });
@@ -92,14 +106,19 @@ Command add_tune_command(CLI::App& parent) {
   auto o = std::make_shared<TuneCommandOptions>();
   CLI::App* app = parent.add_subcommand(
       "tune",
-      "Find the fastest correct tiles per spec and shape bucket on this GPU (with --decode: "
-      "decode's fastest key-split count per decode bucket) and record them in the tune DB "
-      "(FLASHJIT_TUNE_DB, else <cache dir>/tune.json); exit 3 without a GPU");
+      "Find the fastest correct tiles per spec and shape bucket on this GPU (with --backward: "
+      "the backward's dK/dV and dQ tiles; with --decode: decode's fastest key-split count per "
+      "decode bucket) and record them in the tune DB (FLASHJIT_TUNE_DB, else <cache "
+      "dir>/tune.json); exit 3 without a GPU");
   app->add_option("specs", o->spec_files, "spec files (YAML)")->check(CLI::ExistingFile);
   CLI::Option* decode = app->add_flag(
       "--decode", o->decode,
       "tune decode's key-split counts instead of tiles, on every --batches x --seqlens-k shape "
       "(K and V over 24 GiB left out)");
+  app->add_flag("--backward", o->backward,
+                "tune the backward's tiles instead: its dK/dV step's grid, then its dQ step's, "
+                "each candidate timed as the whole backward after a forward for O and LSE")
+      ->excludes(decode);
   app->add_option("--seqlens", o->seqlens, "sequence lengths to tune (seqlen_q = seqlen_k)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber)
@@ -137,8 +156,10 @@ Command add_tune_command(CLI::App& parent) {
                   "seconds per spec after which untimed candidates are skipped (0: none)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--db", o->db, "tune DB file (default: FLASHJIT_TUNE_DB, else <cache dir>/tune.json)");
-  app->add_flag("--show", o->show, "print the tune DB (tiles and decode entries) and exit")
-      ->excludes(decode);
+  app->add_flag("--show", o->show,
+                "print the tune DB (forward and backward tiles, decode entries) and exit")
+      ->excludes(decode)
+      ->excludes("--backward");
   return {app, [o] { return run_tune(*o); }};
 }
 

@@ -19,11 +19,35 @@ std::string splits_label(int splits, const char* zero) {
   return splits > 0 ? std::to_string(splits) : zero;
 }
 
+// The tiles tuners' table, a row a bucket, then a line a spec; `width` fits the tiles' label.
+template <class Candidate, class Entry>
+void print_tile_results(const std::vector<tune::TuneResult<Candidate, Entry>>& results,
+                        int width) {
+  fmt::print("\n{:<26} {:<20} {:<{}} {:>12} {:<{}} {:>10} {:>9}\n", "spec", "bucket",
+             "heuristic", width, "heur. ms", "tuned", width, "tuned ms", "speed-up");
+  for (const auto& r : results)
+    for (const auto& b : r.buckets)
+      fmt::print("{:<26} {:<20} {:<{}} {:>12.4f} {:<{}} {:>10.4f} {:>8.2f}x\n",
+                 tune::spec_summary(r.spec), tune::describe(b.bucket),
+                 tune::candidate_label(b.tiles.heuristic), width, b.tiles.heuristic_ms,
+                 tune::candidate_label(b.tiles.best), width, b.tiles.best_ms,
+                 speed_up(b.tiles.heuristic_ms, b.tiles.best_ms));
+  for (const auto& r : results)
+    fmt::print("{}: {} candidates ({} pruned, {} dropped) in {:.1f} s{}\n", r.spec.name,
+               r.candidates, r.pruned, r.dropped.size(), r.seconds,
+               r.budget_exhausted ? " (budget spent before every candidate was timed)" : "");
+}
+
+// A backward step's tiles in the DB's table: the path it was tuned for, and the tiles.
+std::string step_label(const std::string& path, const Tiles& tiles) {
+  return path + " " + tune::tiles_label(tiles);
+}
+
 }  // namespace
 
 void print_db(const tune::TuneDb& db) {
   const tune::TuneDbEntries entries = db.load();
-  const size_t total = entries.tiles.size() + entries.decode.size();
+  const size_t total = entries.tiles.size() + entries.decode.size() + entries.backward.size();
   fmt::print("tune DB {}: {} entr{}\n", db.path(), total, total == 1 ? "y" : "ies");
   if (!entries.tiles.empty()) {
     fmt::print("{:<26} {:<20} {:<14} {:>12} {:>14} {:>9}  {:<20} {}\n", "spec", "bucket",
@@ -34,9 +58,20 @@ void print_db(const tune::TuneDb& db) {
                  e.heuristic_ms, speed_up(e.heuristic_ms, e.tuned_ms), e.tuned_at,
                  tune::describe(e.gpu));
   }
+  if (!entries.backward.empty()) {
+    fmt::print("{}backward tiles (each step's path and tiles; times of the whole backward)\n",
+               entries.tiles.empty() ? "" : "\n");
+    fmt::print("{:<26} {:<20} {:<28} {:<28} {:>12} {:>14} {:>9}  {:<20} {}\n", "spec", "bucket",
+               "dK/dV", "dQ", "tuned ms", "heuristic ms", "speed-up", "tuned at", "gpu");
+    for (const tune::BackwardEntry& e : entries.backward)
+      fmt::print("{:<26} {:<20} {:<28} {:<28} {:>12.4f} {:>14.4f} {:>8.2f}x  {:<20} {}\n",
+                 e.spec_summary, tune::describe(e.bucket), step_label(e.dkdv_path, e.tiles.dkdv),
+                 step_label(e.dq_path, e.tiles.dq), e.tuned_ms, e.heuristic_ms,
+                 speed_up(e.heuristic_ms, e.tuned_ms), e.tuned_at, tune::describe(e.gpu));
+  }
   if (!entries.decode.empty()) {
     fmt::print("{}decode key splits (\"heuristic\": none beat the heuristic's)\n",
-               entries.tiles.empty() ? "" : "\n");
+               entries.tiles.empty() && entries.backward.empty() ? "" : "\n");
     fmt::print("{:<26} {:<20} {:>10} {:>10} {:>12} {:>14} {:>9}  {:<20} {}\n", "spec",
                "decode bucket", "splits", "heuristic", "tuned ms", "heuristic ms", "speed-up",
                "tuned at", "gpu");
@@ -49,19 +84,11 @@ void print_db(const tune::TuneDb& db) {
 }
 
 void print_results(const std::vector<tune::SpecTuneResult>& results) {
-  fmt::print("\n{:<26} {:<20} {:<14} {:>12} {:<14} {:>10} {:>9}\n", "spec", "bucket",
-             "heuristic", "heur. ms", "tuned", "tuned ms", "speed-up");
-  for (const tune::SpecTuneResult& r : results)
-    for (const tune::BucketResult& b : r.buckets)
-      fmt::print("{:<26} {:<20} {:<14} {:>12.4f} {:<14} {:>10.4f} {:>8.2f}x\n",
-                 tune::spec_summary(r.spec), tune::describe(b.bucket),
-                 tune::tiles_label(b.tiles.heuristic), b.tiles.heuristic_ms,
-                 tune::tiles_label(b.tiles.best), b.tiles.best_ms,
-                 b.tiles.heuristic_ms / b.tiles.best_ms);
-  for (const tune::SpecTuneResult& r : results)
-    fmt::print("{}: {} candidates ({} pruned, {} dropped) in {:.1f} s{}\n", r.spec.name,
-               r.candidates, r.pruned, r.dropped.size(), r.seconds,
-               r.budget_exhausted ? " (budget spent before every candidate was timed)" : "");
+  print_tile_results(results, 14);
+}
+
+void print_results(const std::vector<tune::BackwardTuneResult>& results) {
+  print_tile_results(results, 36);
 }
 
 void print_results(const std::vector<tune::DecodeTuneResult>& results) {

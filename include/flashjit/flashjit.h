@@ -2,6 +2,7 @@
 // No YAML, NVRTC or CUDA driver types appear here; device memory is passed as raw pointers.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -76,6 +77,17 @@ struct Tiles {
   int stages = 0;   // K/V shared-memory pipeline depth
   bool is_auto() const { return block_m == 0; }
   bool operator==(const Tiles&) const = default;
+  auto operator<=>(const Tiles&) const = default;
+};
+
+// The backward's tiles (TileSource::backward_tiles, `flashjit tune --backward`): those of its
+// dK/dV step and of its dQ step, each for the path the spec takes for that step on 16-byte
+// aligned, TMA-loadable calls (its primary path); auto leaves a step to its heuristic.
+struct BackwardTiles {
+  Tiles dkdv;
+  Tiles dq;
+  bool operator==(const BackwardTiles&) const = default;
+  auto operator<=>(const BackwardTiles&) const = default;
 };
 
 // What the user wrote in YAML, validated. Construct it in C++ or parse it.
@@ -302,10 +314,11 @@ class Kernel {
   virtual std::vector<CompileReport> reports() const = 0;
 };
 
-// Where a kernel's tiles come from when its spec leaves them auto (`tiles: auto`). The
-// default reads the tune DB (FLASHJIT_TUNE_DB, else <cache dir>/tune.json) that `flashjit
-// tune` writes; an application can give its own. A source is asked once per kernel and
-// shape bucket (seqlens and batch * heads rounded up to powers of two), from any thread.
+// Where a kernel's tiles come from when its spec leaves them auto (`tiles: auto`), and its
+// backward's always. The default reads the tune DB (FLASHJIT_TUNE_DB, else <cache
+// dir>/tune.json) that `flashjit tune` writes; an application can give its own. A source is
+// asked once per kernel, pass and shape bucket (seqlens and batch * heads rounded up to
+// powers of two), from any thread.
 class TileSource {
  public:
   struct Query {
@@ -318,6 +331,10 @@ class TileSource {
   // The tiles to use, or nullopt for the built-in heuristic; `why` gets one line for
   // FLASHJIT_VERBOSE. Tiles that cannot run the kernel are ignored (and said so).
   virtual std::optional<Tiles> tiles(const Query& query, std::string& why) const = 0;
+  // The same for a backward call (its forward arguments in `query`); a spec's own `tiles:`
+  // are the forward's and do not reach the backward. This default has none: a source that
+  // does not override it leaves the backward to the heuristic.
+  virtual std::optional<BackwardTiles> backward_tiles(const Query& query, std::string& why) const;
 };
 
 struct RuntimeOptions {

@@ -115,11 +115,18 @@ def _tune(specs: Iterable[SpecSource], flags: Sequence[str], db: Optional[str],
 
 
 def tune(specs: Iterable[SpecSource], *, seqlens: Sequence[int] = (1024, 4096, 16384),
-         db: Optional[str] = None, budget_s: Optional[float] = None) -> str:
+         backward: bool = False, db: Optional[str] = None,
+         budget_s: Optional[float] = None) -> str:
     """Runs `flashjit tune` on this machine's GPU for the specs and sequence lengths, writing
     the winners into the tune DB (FLASHJIT_TUNE_DB, else <cache dir>/tune.json, or `db`) that
-    kernels then use; returns the program's report. NoDeviceError without a GPU."""
-    return _tune(specs, ["--seqlens", ",".join(map(str, seqlens))], db, budget_s)
+    kernels then use; returns the program's report. backward: tune the backward's dK/dV and dQ
+    tiles instead (`flashjit tune --backward`), which backward calls then use. UsageError for
+    a spec that cannot be tuned (a block_sparse mask; for the forward, tiles of its own) before
+    any GPU work, NoDeviceError without a GPU."""
+    flags = ["--seqlens", ",".join(map(str, seqlens))]
+    if backward:
+        flags.append("--backward")
+    return _tune(specs, flags, db, budget_s)
 
 
 def tune_decode(specs: Iterable[SpecSource], *, batches: Sequence[int] = (1, 16, 128),

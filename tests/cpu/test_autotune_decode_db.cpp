@@ -103,7 +103,7 @@ TEST_CASE("autotune: a DB written before entry kinds still reads, as tile entrie
 TEST_CASE("autotune: an entry kind this flashjit does not know is skipped, naming it") {
   json doc = json::parse(serialize({{tiles_entry("abc")}, {decode_entry(h200(), "abc", 4096, 8)}}));
   json future = doc["entries"][1];
-  future["kind"] = "backward_tiles";
+  future["kind"] = "fp8_tiles";
   doc["entries"].push_back(future);
   json nested = doc["entries"][1];
   nested["kind"] = json::array({json::array()});
@@ -112,7 +112,7 @@ TEST_CASE("autotune: an entry kind this flashjit does not know is skipped, namin
   CHECK(parsed.entries.tiles.size() == 1);
   CHECK(parsed.entries.decode.size() == 1);
   REQUIRE(parsed.skipped.size() == 2);
-  CHECK(parsed.skipped[0].find("x.json: entries[2]: entry kind \"backward_tiles\" is not one this "
+  CHECK(parsed.skipped[0].find("x.json: entries[2]: entry kind \"fp8_tiles\" is not one this "
                                "flashjit reads") != std::string::npos);
   CHECK(parsed.skipped[1].find("entry kind (a list)") != std::string::npos);
 }
@@ -168,7 +168,7 @@ TEST_CASE("autotune: a writer meeting an unknown kind keeps a copy of the file, 
   const fs::path path = dir.path() / "tune.json";
   json doc = json::parse(serialize({{tiles_entry("abc")}, {}}));
   json future = doc["entries"][0];
-  future["kind"] = "backward_tiles";
+  future["kind"] = "fp8_tiles";
   doc["entries"].push_back(future);
   std::ofstream(path) << doc.dump();
   const TuneDb db(path.string());

@@ -24,6 +24,8 @@
 #include "runtime/kernel_compiler.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/operation.h"
+#include "runtime/tune_db.h"
+#include "runtime/tune_key.h"
 #include "runtime_test_support.h"
 
 using flashjit::Error;
@@ -294,6 +296,44 @@ TEST_CASE("flashjit build --backward on sm_90a: the warp-specialised dK/dV kerne
               plan.path->id == flashjit::gen::KernelPath::BwdDqConvert;
     }
   CHECK(sm90 == 4);  // dK/dV/dQ and the conversion for both TMA-loadable alignments
+}
+
+TEST_CASE("flashjit build --backward --tune-db: the backward's tuned tilings the runtime would "
+          "use, not those of another path or target") {
+  TempDir dir;
+  const std::string spec_path = std::string(FLASHJIT_SOURCE_DIR) + "/configs/hd64.yaml";
+  const flashjit::Spec spec = flashjit::Spec::from_file(spec_path);
+  flashjit::tune::BackwardEntry tuned;
+  tuned.gpu = flashjit::tune::GpuIdentity{"NVIDIA A100", 8, 0, 108, 13000, "13.0"};
+  tuned.spec_hash = flashjit::tune::spec_hash(spec);
+  tuned.bucket = {4096, 4096, 128};
+  tuned.target = "sm_80";
+  tuned.dkdv_path = "bwd_dkdv_sm80";
+  tuned.dq_path = "bwd_dq_sm80";
+  tuned.tiles = {flashjit::Tiles{32, 64, 4, 2}, {}};  // dQ: the heuristic's
+  flashjit::tune::BackwardEntry stale = tuned;  // tuned for a path the spec no longer takes
+  stale.bucket.seqlen_q = 1024;
+  stale.dkdv_path = "bwd_dkdv_sm90";
+  stale.tiles.dkdv = flashjit::Tiles{64, 64, 4, 2};
+  const std::string db = (dir.path() / "tune.json").string();
+  flashjit::tune::TuneDb(db).record({tuned, stale});
+
+  const std::string bundle_path = (dir.path() / "hd64_bwd.fjb").string();
+  std::string out;
+  REQUIRE(run_cli("FLASHJIT_DISABLE_CACHE=1",
+                  "build " + spec_path + " --arch sm_80 --align 16 --backward --tune-db " + db +
+                      " -o " + bundle_path,
+                  out) == 0);
+  std::set<std::string> names;
+  for (const Artifact& k : read_bundle(read_file(bundle_path), bundle_path).kernels)
+    names.insert(k.kernel_name);
+  CHECK(names.size() == 5);  // forward, pre, dK/dV (heuristic and tuned), dQ
+  // Auto tiles: every step the heuristic's.
+  for (const flashjit::BackwardTiles& tiles : {flashjit::BackwardTiles{}, tuned.tiles})
+    for (const auto& plan : flashjit::rt::plan_backward(spec, "sm_80", {}, &tiles).launches)
+      CHECK_MESSAGE(names.count(plan.kernel_name) == 1, plan.kernel_name);
+  CHECK(names.count(flashjit::rt::plan_backward(spec, "sm_80", {}, &stale.tiles)
+                        .launches[1].kernel_name) == 0);
 }
 
 TEST_CASE("flashjit build -o: a device node, a symlink or a folder is refused before any "

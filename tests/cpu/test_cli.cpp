@@ -376,6 +376,73 @@ TEST_CASE("cli: tune --show lists decode entries beside tile entries") {
   CHECK_MESSAGE(std::regex_search(shown.out, kept_row), shown.out);
 }
 
+TEST_CASE("cli: tune --backward checks its flags and specs before it asks for a GPU") {
+  Scratch scratch;
+  const fs::path spec = scratch.write("spec.yaml", kGoodSpec);
+  const CliResult help = scratch.run({"tune", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(contains(help.out, "--backward"));
+  CHECK(contains(help.out, "dK/dV"));
+
+  const auto run = [&](const fs::path& file, std::vector<std::string> args) {
+    args.insert(args.begin(), {"tune", file.string()});
+    args.insert(args.end(), {"--db", scratch.path("tune.json").string()});
+    return scratch.run(args);
+  };
+  const auto refused = [&](const fs::path& file, std::vector<std::string> args,
+                           const std::string& why) {
+    const CliResult result = run(file, std::move(args));
+    CHECK(result.exit_code == 2);
+    CHECK_MESSAGE(contains(result.err, why), result.err);
+  };
+  refused(spec, {"--backward", "--decode"}, "--decode excludes --backward");
+  refused(spec, {"--backward", "--show"}, "--backward excludes --show");
+  refused(spec, {"--backward", "--batches", "1"}, "--batches requires --decode");
+  refused(spec, {"--backward", "--seqlens", "0"}, "--seqlens");
+  const fs::path sparse = scratch.write(
+      "sparse.yaml",
+      "name: sparse\nhead_dim: 64\nmask: {block_sparse: {block_q: 128, block_k: 128}}\n");
+  refused(sparse, {"--backward"}, "leave the backward's tiles to the heuristic");
+  // A spec's own tiles are the forward's: they stop `tune`, not `tune --backward`.
+  const fs::path fixed = scratch.write(
+      "fixed.yaml",
+      "name: fixed\nhead_dim: 64\ntiles: {block_m: 64, block_n: 64, warps: 4, stages: 2}\n");
+  refused(fixed, {}, "fixes its tiles");
+
+  const CliResult result = run(fixed, {"--backward", "--seqlens", "1024"});
+  if (result.exit_code != 3) {
+    MESSAGE("a GPU is present: tune --backward returned ", result.exit_code,
+            "; the no-GPU path is untested");
+    return;
+  }
+  CHECK(contains(result.err, "has none"));
+  CHECK_FALSE(fs::exists(scratch.path("tune.json")));
+}
+
+TEST_CASE("cli: tune --show lists backward entries with each step's path and tiles") {
+  Scratch scratch;
+  const std::string db = scratch.path("tune.json").string();
+  flashjit::tune::BackwardEntry e;
+  e.gpu = flashjit::tune::GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"};
+  e.spec_hash = "abc";
+  e.spec_summary = "bf16 qk64 v64 full";
+  e.bucket = {16384, 16384, 32};
+  e.target = "sm_90a";
+  e.dkdv_path = "bwd_dkdv_sm90";
+  e.dq_path = "bwd_dq_sm90";
+  e.tiles = {flashjit::Tiles{96, 128, 12, 2}, flashjit::Tiles{128, 96, 12, 2}};
+  e.tuned_ms = 7.8;
+  e.heuristic_ms = 9.36;
+  flashjit::tune::TuneDb(db).record({e});
+  const CliResult shown = scratch.run({"tune", "--show", "--db", db});
+  CHECK(shown.exit_code == 0);
+  CHECK(contains(shown.out, "1 entry"));
+  CHECK(contains(shown.out, "backward tiles"));
+  const std::regex row(R"(bf16 qk64 v64 full +q16384 k16384 bh32 +bwd_dkdv_sm90 m96n128w12s2 )"
+                       R"(+bwd_dq_sm90 m128n96w12s2 +7\.8000 +9\.3600 +1\.20x)");
+  CHECK_MESSAGE(std::regex_search(shown.out, row), shown.out);
+}
+
 TEST_CASE("cli: cache info and clear") {
   Scratch scratch;
   const fs::path spec = scratch.write("spec.yaml", kGoodSpec);

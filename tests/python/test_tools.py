@@ -47,6 +47,23 @@ def test_tune_without_a_gpu_is_a_no_device_error():
         flashjit.tune([{"head_dim": 64}], seqlens=[1024])
 
 
+def test_tune_backward_without_a_gpu_is_a_no_device_error():
+    if flashjit.has_device():
+        pytest.skip("this machine has a GPU: tuning would run")
+    # A spec's own tiles are the forward's: they do not stop the backward's tuning.
+    fixed = {"head_dim": 64, "tiles": {"block_m": 64, "block_n": 64, "warps": 4, "stages": 2}}
+    with pytest.raises(flashjit.NoDeviceError):
+        flashjit.tune([fixed], seqlens=[1024], backward=True)
+    with pytest.raises(flashjit.UsageError, match="fixes its tiles"):
+        flashjit.tune([fixed], seqlens=[1024])
+
+
+def test_tune_backward_refuses_a_block_sparse_spec_before_the_gpu():
+    sparse = {"head_dim": 64, "mask": {"block_sparse": {"block_q": 128, "block_k": 128}}}
+    with pytest.raises(flashjit.UsageError, match="leave the backward's tiles to the heuristic"):
+        flashjit.tune([sparse], seqlens=[1024], backward=True)
+
+
 def test_tune_decode_without_a_gpu_is_a_no_device_error():
     if flashjit.has_device():
         pytest.skip("this machine has a GPU: tuning would run")

@@ -1,0 +1,142 @@
+// The backward tuner's candidate space (`flashjit tune --backward`): the paths whose tiles it
+// tunes, the heuristic's pair first, then one step varied at a time, and what is pruned.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "autotune/candidates.h"
+#include "autotune/fastest.h"
+#include "generator/plan.h"
+#include "runtime/operation.h"
+#include "tests/cpu/runtime_test_support.h"
+
+namespace flashjit::tune {
+namespace {
+
+Spec spec_of(int dqk, int dv, bool deterministic) {
+  Spec s = test::spec_of(dqk, dv);
+  s.deterministic = deterministic;
+  return s;
+}
+
+// Every candidate: tiles its paths can run, the heuristic's once and first, then the dK/dV
+// step's tilings with the heuristic's dQ, then the dQ step's with the heuristic's dK/dV.
+void check_space(const Spec& spec, const std::string& target) {
+  const BackwardCandidateSpace space = backward_candidate_space(spec, target);
+  REQUIRE_FALSE(space.candidates.empty());
+  const BackwardTiles& heuristic = space.candidates.front();
+  CHECK(heuristic.dkdv == gen::default_tiles(spec, target, gen::Step::BwdDkDv));
+  CHECK(heuristic.dq == (space.dq_path->tuning_grid(spec).empty()
+                             ? Tiles{}
+                             : gen::default_tiles(spec, target, gen::Step::BwdDq)));
+  CHECK(std::count(space.candidates.begin(), space.candidates.end(), heuristic) == 1);
+  for (size_t i = 1; i < space.candidates.size(); ++i) {
+    const BackwardTiles& t = space.candidates[i];
+    CAPTURE(candidate_label(t));
+    if (i < space.first_dq) {
+      CHECK(t.dq == heuristic.dq);
+      CHECK_FALSE(t.dkdv == heuristic.dkdv);
+    } else {
+      CHECK(t.dkdv == heuristic.dkdv);
+      CHECK_FALSE(t.dq == heuristic.dq);
+    }
+    CHECK(rt::backward_tiles_problem(spec, target, t) == "");
+    // The plan of a TMA-loadable, 16-byte aligned call takes them as they are.
+    const rt::OperationPlan plan = rt::plan_backward(spec, target, {}, &t);
+    CHECK(plan.launches[1].tiles == t.dkdv);
+    CHECK(plan.launches[2].tiles == t.dq);
+  }
+  for (const PrunedTiles& p : space.pruned) {
+    CHECK_FALSE(p.reason.empty());
+    CHECK((p.step == gen::Step::BwdDkDv || p.step == gen::Step::BwdDq));
+  }
+}
+
+bool has_dkdv(const BackwardCandidateSpace& space, const Tiles& t) {
+  return std::any_of(space.candidates.begin(), space.candidates.end(),
+                     [&](const BackwardTiles& c) { return c.dkdv == t; });
+}
+
+}  // namespace
+
+TEST_CASE("autotune backward: the deterministic sm90 kernels tune the dK/dV query step and the "
+          "dQ key step") {
+  const Spec d64 = spec_of(64, 64, true);
+  const BackwardCandidateSpace space = backward_candidate_space(d64, "sm_90a");
+  CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_sm90");
+  CHECK(std::string(space.dq_path->name) == "bwd_dq_sm90");
+  // The heuristic's 96 query rows a step (7.8 ms on the H200 at d64) against 64 (9.2 ms).
+  CHECK(space.candidates.front().dkdv == Tiles{96, 128, 12, 2});
+  CHECK(has_dkdv(space, Tiles{64, 128, 12, 2}));
+  CHECK(space.first_dq > 1);
+  CHECK(space.candidates.size() > space.first_dq);
+  // Modest: one spec's three buckets must time in a minute or two.
+  CHECK(space.candidates.size() <= 16);
+  for (int d : {64, 96, 128, 192, 256})
+    for (bool deterministic : {true, false}) {
+      CAPTURE(d);
+      CAPTURE(deterministic);
+      check_space(spec_of(d, d, deterministic), "sm_90a");
+    }
+}
+
+TEST_CASE("autotune backward: the dQ-accumulating kernel has its one tiling, and dQ's "
+          "conversion none") {
+  const BackwardCandidateSpace space = backward_candidate_space(spec_of(64, 64, false), "sm_90a");
+  CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_dq_sm90");
+  CHECK(std::string(space.dq_path->name) == "bwd_dq_convert");
+  CHECK(space.candidates.size() == 1);
+  CHECK(space.first_dq == 1);
+  CHECK(space.candidates.front().dq.is_auto());
+  // d256's dK and dV do not fit one CTA beside a 64-row tile: the two deterministic kernels
+  // serve it, with their grids.
+  const BackwardCandidateSpace d256 = backward_candidate_space(spec_of(256, 256, false), "sm_90a");
+  CHECK(std::string(d256.dkdv_path->name) == "bwd_dkdv_sm90");
+  CHECK(d256.candidates.size() > 1);
+}
+
+TEST_CASE("autotune backward: the sm80 kernels' spaces on Ampere and Ada, pruned by shared "
+          "memory") {
+  for (const std::string target : {"sm_80", "sm_86"})
+    for (auto [dqk, dv] : {std::pair{64, 64}, {128, 128}, {192, 128}, {256, 256}}) {
+      CAPTURE(target);
+      CAPTURE(dqk);
+      check_space(spec_of(dqk, dv, false), target);
+    }
+  const Spec d128 = spec_of(128, 128, false);
+  const BackwardCandidateSpace a100 = backward_candidate_space(d128, "sm_80");
+  const BackwardCandidateSpace ada = backward_candidate_space(d128, "sm_86");
+  CHECK(std::string(a100.dkdv_path->name) == "bwd_dkdv_sm80");
+  CHECK(std::string(a100.dq_path->name) == "bwd_dq_sm80");
+  CHECK(a100.candidates.size() >= ada.candidates.size());
+  const auto shared = std::find_if(ada.pruned.begin(), ada.pruned.end(), [](const PrunedTiles& p) {
+    return p.reason.find("shared memory") != std::string::npos;
+  });
+  CHECK(shared != ada.pruned.end());
+}
+
+TEST_CASE("autotune backward: what the backward tuner refuses, and what it takes that the "
+          "forward's does not") {
+  Spec sparse = test::spec_of(64, 64);
+  sparse.mask = MaskKind::BlockSparse;
+  sparse.block_q = sparse.block_k = 128;
+  CHECK_THROWS_WITH_AS(backward_candidate_space(sparse, "sm_90a"),
+                       doctest::Contains("leave the backward's tiles to the heuristic"), Error);
+  CHECK_THROWS_WITH_AS(check_tunable(sparse, true), doctest::Contains("block_sparse"), Error);
+  CHECK_THROWS_AS(backward_candidate_space(test::spec_of(64, 64), "sm_75"), Error);
+  // A spec's own tiles are the forward's: its backward still tunes.
+  Spec fixed = test::spec_of(64, 64);
+  fixed.tiles = Tiles{64, 64, 4, 2};
+  CHECK_THROWS_WITH_AS(check_tunable(fixed, false), doctest::Contains("fixes its tiles"), Error);
+  CHECK_NOTHROW(check_tunable(fixed, true));
+  CHECK_FALSE(backward_candidate_space(fixed, "sm_90a").candidates.empty());
+}
+
+TEST_CASE("autotune backward: a candidate's label names both steps' tiles") {
+  CHECK(candidate_label(BackwardTiles{{96, 128, 12, 2}, {128, 128, 12, 2}}) ==
+        "dK/dV m96n128w12s2 dQ m128n128w12s2");
+  CHECK(rt::backward_tiles_label(BackwardTiles{{96, 128, 12, 2}, {}}) ==
+        "dK/dV m96n128w12s2 dQ heuristic");
+}
+
+}  // namespace flashjit::tune
