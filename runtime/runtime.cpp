@@ -58,6 +58,7 @@ class JitKernel final : public Kernel {
             std::shared_ptr<rt::KernelCompiler> compiler)
       : spec_(std::move(spec)),
         target_(std::move(target)),
+        dependent_launch_(gen::has_dependent_launch(target_)),
         ordinal_(ordinal),
         device_(std::move(device)),
         tile_source_(std::move(tile_source)),
@@ -255,15 +256,11 @@ class JitKernel final : public Kernel {
     DecParams params = rt::make_dec_params(spec_, args, splits, workspace);
     void* kernel_params[] = {&params};
     const size_t launches = splits > 1 ? op.kernels.size() : 1;
-    // On sm_90a the combine is launched while the split kernel ends (programmatic dependent
-    // launch: it waits for the partial results on the device), which hides a launch's
-    // latency in calls that last some 10 us.
-    const bool overlap = gen::has_dependent_launch(target_);
     for (size_t i = 0; i < launches; ++i) {
       const rt::LaunchGeometry g =
           rt::launch_geometry(op.plan.launches[i], args, device_.sm_count, splits);
       driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
-                    g.shared_bytes, stream, kernel_params, overlap && i > 0);
+                    g.shared_bytes, stream, kernel_params, dependent_launch_ && i > 0);
     }
   }
 
@@ -376,6 +373,10 @@ class JitKernel final : public Kernel {
 
   const Spec spec_;
   const std::string target_;
+  // On sm_90a decode's combine is launched while the split kernel ends (programmatic
+  // dependent launch: it waits for the partial results on the device), which hides a launch's
+  // latency in calls that last some 10 us.
+  const bool dependent_launch_;
   const int ordinal_;  // the GPU this kernel is loaded and launched on
   const DeviceInfo device_;
   const std::shared_ptr<const TileSource> tile_source_;

@@ -9,7 +9,8 @@
 //       S = Q K^T and dP = dO V^T                (wgmma SS, both K-major)
 //       P = exp2(scale_log2 S - LSE_log2), dS = P (dP - D)
 //       dQ += dS K                               (wgmma RS: dS from the registers, K MN-major)
-//     A tile's dQ product runs while the next tile's S and dP are issued.
+//     A tile's dQ product runs while the next tile's S and dP are issued; with one ring slot
+//     the next tile's copy needs that slot, so the product is waited for at the step's end.
 // The whole of dQ stays in registers (head dims up to 256), scaled once at the end.
 //
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice (= kDqkPad: dQ's columns),
@@ -178,7 +179,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
                                             L::kKPanelBytes);
     wgmma_commit();
     wgmma_wait<1>();  // the last tile's dQ product and this S have landed; dP is in flight
-    if (n > 0 && lane == 0) mbar_arrive(sm.empty((n - 1) % Cfg::kStages));
+    if (Cfg::kStages > 1 && n > 0 && lane == 0) mbar_arrive(sm.empty((n - 1) % Cfg::kStages));
 
     if (block_needs_mask<Cfg>(rows0, L::kConsumerRows, key0, kBN, seq.seqlen_k, seq.diag))
       mask_scores<Cfg>(s, row, key0, seq.seqlen_k, seq.diag, lane);
@@ -195,9 +196,16 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
     wgmma_fence();
     wgmma_rs_mn_major<Cfg::kDkSlice, kBN / 16>(acc_dq, x, sm.k(slot), L::kKPanelBytes);
     wgmma_commit();
+    if constexpr (Cfg::kStages == 1) {
+      // The next tile's copy waits for the only slot, and the next step waits for that copy,
+      // so the slot is freed here, once dQ's product has read K.
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(sm.empty(slot));
+    }
   }
   wgmma_wait<0>();
-  if (rb.tiles > 0 && lane == 0) mbar_arrive(sm.empty((rb.tiles - 1) % Cfg::kStages));
+  if (Cfg::kStages > 1 && rb.tiles > 0 && lane == 0)
+    mbar_arrive(sm.empty((rb.tiles - 1) % Cfg::kStages));
 
   // ---- epilogue: every row of the block is written, zeros for rows that see no key.
   const long long dq_row0 = Cfg::kVarlen ? seq.q_start * p.dq_seq_stride : rb.batch * p.dq_batch_stride;

@@ -78,6 +78,11 @@ TEST_CASE("decode: auto takes few packed rows against many keys, and every KV-ca
 TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target") {
   const Spec spec = spec_of(128, 128);
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 1) == Tiles{16, 64, 4, 3});
+  // Heads of 17 to 64 columns read 128 keys a step with eight warps; 16 and under keep 64.
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 8) == Tiles{16, 128, 8, 2});
+  CHECK(gen::dec_sm80_tiles(spec_of(40, 64), "sm_80", 4) == Tiles{16, 128, 8, 2});
+  CHECK(gen::dec_sm80_tiles(spec_of(16, 16), "sm_90a", 8) == Tiles{16, 64, 4, 3});
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 128), "sm_90a", 8) == Tiles{16, 64, 4, 3});
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 17).block_m == 32);
   // 48 and 64 rows of d128 would hold more accumulators than the budget: 32 rows a block.
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 64).block_m == 32);
