@@ -168,15 +168,15 @@ DecodeTuneResult tune_decode(Runtime& runtime, const Spec& spec, const DecodeTun
     // An entry that keeps the heuristic (0) leaves the count to follow each call's shape
     // within the bucket.
     const bool tuned = r.splits.settle(timing);
-    out.entries.push_back({.gpu = gpu_identity(info),
-                           .spec_hash = spec_hash(spec),
-                           .spec_summary = spec_summary(spec),
-                           .bucket = r.bucket,
-                           .kv_splits = tuned ? r.splits.best : 0,
-                           .heuristic_kv_splits = r.splits.heuristic,
-                           .tuned_ms = r.splits.best_ms,
-                           .heuristic_ms = r.splits.heuristic_ms,
-                           .tuned_at = {}});  // TuneDb::record stamps it
+    DecodeEntry& e = out.entries.emplace_back();  // tuned_at: TuneDb::record stamps it
+    e.gpu = gpu_identity(info);
+    e.spec_hash = spec_hash(spec);
+    e.spec_summary = spec_summary(spec);
+    e.bucket = r.bucket;
+    e.kv_splits = tuned ? r.splits.best : 0;
+    e.heuristic_kv_splits = r.splits.heuristic;
+    e.tuned_ms = r.splits.best_ms;
+    e.heuristic_ms = r.splits.heuristic_ms;
     out.shapes.push_back(r);
   }
   out.seconds = clock.seconds();

@@ -22,51 +22,45 @@
 
 namespace flashjit::tune {
 
-// The tiles of forward calls in one shape bucket (`flashjit tune`).
-struct TuneEntry {
+// What every kind of entry holds beside its bucket and result: the GPU and spec of its key,
+// and the time of the tuned and the heuristic's choice (the backward's: the whole backward,
+// D pre-pass, dK/dV and dQ) on the bucket's timed shape, and when.
+struct EntryRecord {
   GpuIdentity gpu;
   std::string spec_hash;
   std::string spec_summary;  // for people reading the file; not part of the key
-  ShapeBucket bucket;
-  std::string target;  // "sm_90a"
-  Tiles tiles;
   double tuned_ms = 0;
   double heuristic_ms = 0;
-  Tiles heuristic_tiles;
   std::string tuned_at;  // UTC, ISO 8601
 };
 
+// The tiles of forward calls in one shape bucket (`flashjit tune`).
+struct TuneEntry : EntryRecord {
+  ShapeBucket bucket;
+  std::string target;  // "sm_90a"
+  Tiles tiles;
+  Tiles heuristic_tiles;
+};
+
 // The key splits of decode calls in one decode bucket (`flashjit tune --decode`).
-struct DecodeEntry {
-  GpuIdentity gpu;
-  std::string spec_hash;
-  std::string spec_summary;  // for people reading the file; not part of the key
+struct DecodeEntry : EntryRecord {
   DecodeBucket bucket;
   // The fastest count measured, or 0 when none beat the heuristic's by the tuner's min_gain:
   // the bucket then keeps the heuristic, whose count follows each call's own shape.
   int kv_splits = 0;
   int heuristic_kv_splits = 0;  // the heuristic's count on the timed shape (0: not known)
-  double tuned_ms = 0;
-  double heuristic_ms = 0;
-  std::string tuned_at;  // UTC, ISO 8601
 };
 
 // The backward's tiles of calls in one shape bucket (`flashjit tune --backward`): its dK/dV
 // and dQ steps', each with the name of the path it was tuned for, so that an entry for a path
 // the spec no longer takes (a changed registry, a spec now deterministic) is not used.
-struct BackwardEntry {
-  GpuIdentity gpu;
-  std::string spec_hash;
-  std::string spec_summary;  // for people reading the file; not part of the key
+struct BackwardEntry : EntryRecord {
   ShapeBucket bucket;
   std::string target;    // "sm_90a"
   std::string dkdv_path;  // "bwd_dkdv_sm90" (KernelPathInfo::name)
   std::string dq_path;    // "bwd_dq_sm90"
   BackwardTiles tiles;            // an auto step: its heuristic's (a path that tunes nothing)
   BackwardTiles heuristic_tiles;  // auto when not known
-  double tuned_ms = 0;     // the whole backward (D pre-pass, dK/dV, dQ)
-  double heuristic_ms = 0;
-  std::string tuned_at;  // UTC, ISO 8601
 };
 
 // What a DB holds, by kind.

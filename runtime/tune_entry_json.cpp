@@ -72,8 +72,7 @@ GpuIdentity gpu_from(const json& j) {
 }
 
 // The fields every kind of entry has: the GPU and spec of its key, and what was measured when.
-template <class Entry>
-json common_json(const char* kind, const Entry& e) {
+json common_json(const char* kind, const EntryRecord& e) {
   return {{"kind", kind},
           {"gpu", gpu_json(e.gpu)},
           {"spec_hash", e.spec_hash},

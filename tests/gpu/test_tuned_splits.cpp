@@ -34,11 +34,13 @@ rt::KvSplitRange range_of(const Spec& spec, const ForwardArgs& args) {
 }
 
 tune::DecodeEntry entry_for(const Spec& spec, const ForwardArgs& args, int kv_splits) {
-  return {.gpu = tune::gpu_identity(gpu_runtime().device()),
-          .spec_hash = tune::spec_hash(spec),
-          .bucket = tune::decode_bucket_for(rt::decode_packed_rows(args), args.seqlen_k,
-                                            args.batch, args.heads_kv),
-          .kv_splits = kv_splits};
+  tune::DecodeEntry e;
+  e.gpu = tune::gpu_identity(gpu_runtime().device());
+  e.spec_hash = tune::spec_hash(spec);
+  e.bucket = tune::decode_bucket_for(rt::decode_packed_rows(args), args.seqlen_k, args.batch,
+                                     args.heads_kv);
+  e.kv_splits = kv_splits;
+  return e;
 }
 
 }  // namespace
