@@ -14,10 +14,10 @@
 // its rows' O / l and LSE in fp32 to the partials and the combine launch
 // (kernels/dec_combine.cuh) merges them. Splits take whole key tiles of the band the rows
 // can see. A paged cache (kPaged) reads key j from row j % page_size of page
-// block_table[b][j / page_size]. Each key's (page, row) is found once per tile, a tile before
-// its copies are issued, into a shared ring beside K and V: found per copied row, the block
-// table's read stood between every row's address and its copy, and the warps spent each tile
-// waiting on those reads instead of on the cache.
+// block_table[b][j / page_size]. Each key's offsets in K and V are found once per tile, a
+// tile before its copies are issued, into a shared ring beside K and V: found per copied row,
+// the block table's read stood between every row's address and its copy, and the warps spent
+// each tile waiting on those reads instead of on the cache.
 //
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
 // kDvSplits, kBlockM (packed rows), kBlockN (keys a tile, kWarps slices), kWarps, kStages,
@@ -65,10 +65,10 @@ struct DecSm80Layout {
       budget::dec_sm80_shared_bytes(Element::kBytes, Cfg::kDqkPad, Cfg::kDvSlice, Cfg::kBlockM,
                                     Cfg::kBlockN, Cfg::kWarps, Cfg::kStages);
   static_assert(kSharedBytes >= Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems)) +
-                                   budget::dec_sm80_page_rows_bytes(Cfg::kBlockN, Cfg::kStages),
-                "the budget holds Q, the K/V ring and the paged rows' ring");
-  static_assert(Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems)) % 8 == 0,
-                "the paged rows' ring is 8-byte aligned");
+                                   budget::dec_sm80_key_offsets_bytes(Cfg::kBlockN, Cfg::kStages),
+                "the budget holds Q, the K/V ring and the paged keys' offsets");
+  static_assert(Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems)) % 16 == 0,
+                "the paged keys' offsets are 16-byte aligned");
   static_assert(kSharedBytes >= 4 * (kMergeOFloats + 2 * Cfg::kWarps * Cfg::kBlockM),
                 "the budget holds the merge");
 
@@ -97,7 +97,8 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   Storage* s_q = reinterpret_cast<Storage*>(smem_raw);
   Storage* s_k = s_q + L::kQElems;
   Storage* s_v = s_k + kStages * L::kKElems;
-  int2* s_page_rows = reinterpret_cast<int2*>(s_v + kStages * L::kVElems);  // (page, row) a key
+  // A paged cache's keys: (K offset, V offset) in elements, a key.
+  longlong2* s_key_offsets = reinterpret_cast<longlong2*>(s_v + kStages * L::kVElems);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -136,28 +137,31 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   }
   const int* pages = Cfg::kPaged ? p.block_table + static_cast<long long>(batch) * p.max_pages
                                  : nullptr;
-  // The page of cache row `key` and its row within the page (key < seqlen_k).
-  auto page_row_of = [&](int key) -> int2 {
+  // Where cache row `key` (< seqlen_k) starts in K and in V, in elements: its page's start
+  // plus its row within the page. Found once a key, so each copy adds one offset.
+  auto key_offsets_of = [&](int key) -> longlong2 {
     const bool pow2 = p.page_shift >= 0;
     const int index = pow2 ? key >> p.page_shift : key / p.page_size;
     const int row = pow2 ? key & (p.page_size - 1) : key % p.page_size;
-    return make_int2(min(max(pages[index], 0), p.num_pages - 1), row);
+    const long long page = min(max(pages[index], 0), p.num_pages - 1);
+    return make_longlong2(page * p.k_batch_stride + static_cast<long long>(row) * p.k_seq_stride,
+                          page * p.v_batch_stride + static_cast<long long>(row) * p.v_seq_stride);
   };
   // This thread's keys of tile `step` (kPageRowsPerThread, kThreads apart), found now and
   // stored later so the block table's latency hides behind a tile's products.
-  auto find_page_rows = [&](int step, int2 (&found)[L::kPageRowsPerThread]) {
+  auto find_key_offsets = [&](int step, longlong2 (&found)[L::kPageRowsPerThread]) {
 #pragma unroll
     for (int i = 0; i < L::kPageRowsPerThread; ++i) {
       const int key = key_begin + step * kBN + tid + i * L::kThreads;
       const bool in = key < seqlen_k && tid + i * L::kThreads < kBN;
-      found[i] = in ? page_row_of(key) : make_int2(0, 0);
+      found[i] = in ? key_offsets_of(key) : make_longlong2(0, 0);
     }
   };
-  auto store_page_rows = [&](int step, const int2 (&found)[L::kPageRowsPerThread]) {
+  auto store_key_offsets = [&](int step, const longlong2 (&found)[L::kPageRowsPerThread]) {
 #pragma unroll
     for (int i = 0; i < L::kPageRowsPerThread; ++i) {
       const int r = tid + i * L::kThreads;
-      if (r < kBN) s_page_rows[(step % kStages) * kBN + r] = found[i];
+      if (r < kBN) s_key_offsets[(step % kStages) * kBN + r] = found[i];
     }
   };
 
@@ -179,22 +183,16 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     Storage* k_dst = s_k + (step % kStages) * L::kKElems;
     Storage* v_dst = s_v + (step % kStages) * L::kVElems;
     if constexpr (Cfg::kPaged) {
-      const int2* rows = s_page_rows + (step % kStages) * kBN;
+      const longlong2* offsets = s_key_offsets + (step % kStages) * kBN;
       load_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup,
                 L::kLoadUnroll>(
           k_dst,
-          [&](int r) {
-            const int2 at = rows[r];
-            return k + at.x * p.k_batch_stride + static_cast<long long>(at.y) * p.k_seq_stride;
-          },
+          [&](int r) { return k + offsets[r].x; },
           k, seqlen_k - key0, Cfg::kHeadDimQk, tid);
       load_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup,
                 L::kLoadUnroll>(
           v_dst,
-          [&](int r) {
-            const int2 at = rows[r];
-            return v + at.x * p.v_batch_stride + static_cast<long long>(at.y) * p.v_seq_stride;
-          },
+          [&](int r) { return v + offsets[r].y; },
           v, seqlen_k - key0, v_cols, tid);
     } else {
       load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kLoadUnroll>(
@@ -210,9 +208,9 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   if constexpr (Cfg::kPaged) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      int2 found[L::kPageRowsPerThread];
-      find_page_rows(s, found);
-      store_page_rows(s, found);
+      longlong2 found[L::kPageRowsPerThread];
+      find_key_offsets(s, found);
+      store_key_offsets(s, found);
     }
     __syncthreads();
   }
@@ -245,11 +243,11 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     __syncthreads();
     if (j + kStages - 1 < n_blocks) load_kv(j + kStages - 1);
     cp_async_commit();
-    // Tile j + kStages's rows go to the ring slot tile j's copies read before this step's
+    // Tile j + kStages's offsets go to the ring slot tile j's copies read before this step's
     // barrier.
-    int2 next_page_rows[L::kPageRowsPerThread];
+    longlong2 next_offsets[L::kPageRowsPerThread];
     const bool find_next = Cfg::kPaged && j + kStages < n_blocks;
-    if (find_next) find_page_rows(j + kStages, next_page_rows);
+    if (find_next) find_key_offsets(j + kStages, next_offsets);
     const int key0 = key_begin + j * kBN + warp_key0;
     const Storage* tile_k = s_k + (j % kStages) * L::kKElems;
     const Storage* tile_v = s_v + (j % kStages) * L::kVElems;
@@ -324,7 +322,7 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
         }
       }
     }
-    if (find_next) store_page_rows(j + kStages, next_page_rows);
+    if (find_next) store_key_offsets(j + kStages, next_offsets);
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the ring, which now holds the merge

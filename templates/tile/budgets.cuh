@@ -160,21 +160,21 @@ FJ_BUDGET constexpr int bwd_dq_sm80_accumulator_registers(int dq_slice, int bloc
 }
 enum : int { kBwdDqSm80MaxAccumulatorRegisters = 176 };
 
-// ---- dec_sm80: Q, then a kStages ring of K and V tiles and of their key rows' places in a
-// paged cache (page, row within it: 8 bytes a key; reserved for dense caches too, so both
+// ---- dec_sm80: Q, then a kStages ring of K and V tiles and of their keys' offsets in a
+// paged cache (K's and V's: 16 bytes a key; reserved for dense caches too, so both
 // variants of a spec get the same tiles); after the key loop the ring holds every warp's O
 // (fp32 rows of dv_slice + 4) and row statistics for the merge. Every warp holds all block_m
 // rows: per m16 group dv_slice / 2 floats of O, and for its block_n / warps keys as many
 // halves of S and quarters of packed P as the forward.
 FJ_BUDGET constexpr int dec_sm80_merge_stride(int dv_slice) { return dv_slice + 4; }
-FJ_BUDGET constexpr int dec_sm80_page_rows_bytes(int block_n, int stages) {
-  return 8 * stages * block_n;
+FJ_BUDGET constexpr int dec_sm80_key_offsets_bytes(int block_n, int stages) {
+  return 16 * stages * block_n;
 }
 FJ_BUDGET constexpr int dec_sm80_shared_bytes(int element_bytes, int dqk_pad, int dv_slice,
                                               int block_m, int block_n, int warps, int stages) {
   const int ring = fwd_sm80_shared_bytes(element_bytes, dqk_pad, dv_slice, block_m, block_n,
                                          stages) +
-                   dec_sm80_page_rows_bytes(block_n, stages);
+                   dec_sm80_key_offsets_bytes(block_n, stages);
   const int merge = 4 * warps * block_m * (dec_sm80_merge_stride(dv_slice) + 2);
   return ring > merge ? ring : merge;
 }
