@@ -64,9 +64,9 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
   constexpr Tiles kKeyTiles[] = {{0, 64, 4, 3}, {0, 64, 4, 2}, {0, 32, 2, 3},
                                  {0, 32, 2, 2}, {0, 16, 1, 3}, {0, 16, 1, 2}};
   // Heads of up to 64 columns read 128 keys a step with eight warps of 16 and two stages
-  // (three CTAs a multiprocessor): a 64-key step's 16 KB left the step's fixed costs (the
-  // barrier, the row reductions) a large share, and on the H200 the wider step ran GQA-8
-  // batch 128 and paged caches 10-15% faster (bench/NOTES.md entry 28). Heads of up to 16
+  // (two CTAs a multiprocessor on sm_90a): a 64-key step's 16 KB left the step's fixed costs
+  // (the barrier, the row reductions) a large share, and on the H200 the wider step ran
+  // GQA-8 batch 128 and paged caches 10-15% faster (bench/NOTES.md entry 28). Heads of up to 16
   // keep 64-key steps: with 128, ptxas spilled 4 bytes at 32 and 64 rows, causal and window,
   // on sm_90a.
   constexpr Tiles kNarrowKeyTiles[] = {{0, 128, 8, 2}, {0, 64, 4, 3}, {0, 64, 4, 2},
