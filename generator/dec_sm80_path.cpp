@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <span>
 
 #include "generator/plan.h"
 #include "generator/targets.h"
@@ -58,24 +57,19 @@ std::string dec_sm80_tiles_problem(const PaddedDims& dims, const Tiles& t,
 
 Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_rows) {
   const PaddedDims dims = padded_dims(spec);
-  // Four warps of 16 keys each read a 64-key tile per step; three stages keep two tiles in
-  // flight while one is computed, and leave room for two CTAs a multiprocessor at d128.
+  // Heads of 17 to 64 columns first try 128 keys a step with eight warps of 16 and two
+  // stages (two CTAs a multiprocessor on sm_90a): a 64-key step's 16 KB left the step's fixed
+  // costs (the barrier, the row reductions) a large share, and on the H200 the wider step ran
+  // GQA-8 batch 128 and paged caches 10-15% faster (bench/NOTES.md entry 28). Heads of up to
+  // 16 skip it: ptxas spilled 4 bytes at 32 and 64 rows, causal and window, on sm_90a.
+  // Then four warps of 16 keys each read a 64-key tile per step; three stages keep two tiles
+  // in flight while one is computed, and leave room for two CTAs a multiprocessor at d128.
   // Narrower tiles and fewer stages fit wide heads and the 99 KB of sm_86/sm_89.
-  constexpr Tiles kKeyTiles[] = {{0, 64, 4, 3}, {0, 64, 4, 2}, {0, 32, 2, 3},
-                                 {0, 32, 2, 2}, {0, 16, 1, 3}, {0, 16, 1, 2}};
-  // Heads of up to 64 columns read 128 keys a step with eight warps of 16 and two stages
-  // (two CTAs a multiprocessor on sm_90a): a 64-key step's 16 KB left the step's fixed costs
-  // (the barrier, the row reductions) a large share, and on the H200 the wider step ran
-  // GQA-8 batch 128 and paged caches 10-15% faster (bench/NOTES.md entry 28). Heads of up to 16
-  // keep 64-key steps: with 128, ptxas spilled 4 bytes at 32 and 64 rows, causal and window,
-  // on sm_90a.
-  constexpr Tiles kNarrowKeyTiles[] = {{0, 128, 8, 2}, {0, 64, 4, 3}, {0, 64, 4, 2},
-                                       {0, 32, 2, 3},  {0, 32, 2, 2}, {0, 16, 1, 3},
-                                       {0, 16, 1, 2}};
+  constexpr Tiles kNarrowKeyTile = {0, 128, 8, 2};
+  constexpr Tiles kKeyTiles[] = {kNarrowKeyTile, {0, 64, 4, 3}, {0, 64, 4, 2}, {0, 32, 2, 3},
+                                 {0, 32, 2, 2},  {0, 16, 1, 3}, {0, 16, 1, 2}};
   const bool narrow = std::min(dims.d_qk_pad, dims.dv_slice) > 16 &&
                       std::max(dims.d_qk_pad, dims.dv_slice) <= 64;
-  const std::span<const Tiles> key_tiles =
-      narrow ? std::span<const Tiles>(kNarrowKeyTiles) : std::span<const Tiles>(kKeyTiles);
   // A mask's row bounds and comparisons need registers beside the accumulators. At the
   // budget's edge on sm_90a (255 registers), 48 rows of d66-80 causal (156 accumulators)
   // and 32 of d114-128 with a window (152) spilled, while 32 rows of d128 causal (152) did
@@ -84,7 +78,8 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
   const int mask_registers = spec.mask == MaskKind::SlidingWindow ? 16 : spec.causal ? 8 : 0;
   const int rows = std::clamp(round_up(packed_rows, 16), 16, kMaxBlockM);
   for (int block_m = rows; block_m >= 16; block_m -= 16) {
-    for (Tiles t : key_tiles) {
+    for (Tiles t : kKeyTiles) {
+      if (t == kNarrowKeyTile && !narrow) continue;
       t.block_m = block_m;
       const int registers = fj::budget::dec_sm80_accumulator_registers(dims.dv_slice, t.block_m,
                                                                        t.block_n, t.warps);
