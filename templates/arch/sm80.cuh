@@ -13,10 +13,16 @@ namespace fj {
 
 // Asynchronous global->shared copy of BYTES bytes, of which only the first src_bytes are
 // read; the rest of the destination is zero-filled (sequence ends, head-dim padding).
-template <int BYTES>
+// L2_PREFETCH asks L2 for the whole 128-byte line of a 16-byte copy: decode, which streams
+// its cache once, ran 1-2.5% faster with it on the H200 (bench/NOTES.md entries 26 and 28).
+template <int BYTES, bool L2_PREFETCH = false>
 __device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
-  if constexpr (BYTES == 16) {
+  static_assert(!L2_PREFETCH || BYTES == 16, "the L2 prefetch hint is for 16-byte copies");
+  if constexpr (BYTES == 16 && L2_PREFETCH) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
+                 "l"(src), "r"(src_bytes));
+  } else if constexpr (BYTES == 16) {
     // .cg bypasses L1: K/V tiles are read once per CTA, L2 serves the re-reads.
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
                  "l"(src), "r"(src_bytes));

@@ -11,11 +11,11 @@ __host__ __device__ constexpr int pow2_ceil(int x) { return x <= 1 ? 1 : 2 * pow
 
 // Copies one chunk of up to ALIGN bytes; `valid` (0..ALIGN / sizeof(T)) elements are read,
 // the rest of the chunk is zero-filled. cp.async copies 4, 8 or 16 bytes: a narrower chunk is
-// one element, copied synchronously.
-template <int ALIGN, class T>
+// one element, copied synchronously. L2_PREFETCH: cp_async's hint, for 16-byte chunks.
+template <int ALIGN, bool L2_PREFETCH = false, class T>
 __device__ __forceinline__ void copy_chunk(T* dst, const T* src, int valid) {
   if constexpr (ALIGN >= 4) {
-    cp_async<ALIGN>(dst, src, valid * static_cast<int>(sizeof(T)));
+    cp_async<ALIGN, L2_PREFETCH && ALIGN == 16>(dst, src, valid * static_cast<int>(sizeof(T)));
   } else {
     static_assert(ALIGN == sizeof(T), "a synchronous chunk is one element");
     *dst = valid > 0 ? *src : T(0);
@@ -33,9 +33,10 @@ __device__ __forceinline__ void copy_chunk(T* dst, const T* src, int valid) {
 // addresses are one base plus a constant stride per step: precomputing a separate address
 // for every chunk would pin dozens of registers across the main loop. UNROLL caps how many
 // 16-byte steps are unrolled: fully unrolled, ptxas keeps every step's address live at once
-// (decode's 16 K and 16 V steps at d256 took 45 registers and spilled).
+// (decode's 16 K and 16 V steps at d256 took 45 registers and spilled). L2_PREFETCH is
+// cp_async's hint.
 template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int ALIGN, int UNROLL = 1 << 20,
-          class T>
+          bool L2_PREFETCH = false, class T>
 __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_stride,
                                           int rows_valid, int cols_valid, int tid) {
   constexpr int kVec = ALIGN / static_cast<int>(sizeof(T));  // elements per chunk
@@ -58,7 +59,8 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
       const int row = row0 + step * kRowsPerStep;
       if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
       const bool in = row < rows_valid && valid > 0;
-      copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col, in ? from : src, in ? valid : 0);
+      copy_chunk<ALIGN, L2_PREFETCH>(smem + row * SMEM_STRIDE + col, in ? from : src,
+                                     in ? valid : 0);
       from += step_stride;
     }
   } else {
@@ -71,8 +73,8 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
         if (col >= COLS) break;
         int valid = row < rows_valid ? cols_valid - col : 0;
         valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
-        copy_chunk<ALIGN>(smem + row * SMEM_STRIDE + col,
-                          valid > 0 ? src + row * src_stride + col : src, valid);
+        copy_chunk<ALIGN, L2_PREFETCH>(smem + row * SMEM_STRIDE + col,
+                                       valid > 0 ? src + row * src_stride + col : src, valid);
       }
     }
   }
