@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "generator/element_types.h"
+#include "runtime/staging.h"
 
 namespace flashjit::rt {
 namespace {
@@ -37,10 +38,6 @@ int alignment_of(uint64_t bits) {
 
 }  // namespace
 
-int qkv_alignment(const Spec& spec, const ForwardArgs& a) {
-  return alignment_of(qkv_bits(spec, a));
-}
-
 int forward_alignment(const Spec& spec, const ForwardArgs& a) {
   const int e = gen::element_type(spec.dtype).bytes;
   return alignment_of(qkv_bits(spec, a) |
@@ -51,7 +48,7 @@ bool tma_loadable(const Spec& spec, const ForwardArgs& a) {
   // A packed varlen tensor's map needs its row count, which only the caller knows; an empty
   // one has no map at all.
   const bool rows_known = a.cu_seqlens_q == nullptr || (a.total_q > 0 && a.total_k > 0);
-  return rows_known && qkv_alignment(spec, a) == 16;
+  return rows_known && forward_staging(spec, a).possible;
 }
 
 gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args) {
@@ -79,11 +76,7 @@ int backward_alignment(const Spec& spec, const BackwardArgs& a) {
 }
 
 bool backward_tma_loadable(const Spec& spec, const BackwardArgs& a) {
-  const ForwardArgs& f = a.forward;
-  const int e = gen::element_type(spec.dtype).bytes;
-  return tma_loadable(spec, f) &&
-         alignment_of(row_start_bits(a.d_o, a.d_o_stride, f.batch, f.seqlen_q, f.heads_q, e)) ==
-             16;
+  return tma_loadable(spec, a.forward) && backward_staging(spec, a).possible;
 }
 
 gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args) {

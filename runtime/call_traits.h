@@ -10,15 +10,11 @@ namespace flashjit::rt {
 
 // Largest of 16/8/4/2 that divides every row start of Q, K, V and O for these arguments.
 int forward_alignment(const Spec& spec, const ForwardArgs& args);
-// The same for Q, K and V only (what the kernels load).
-int qkv_alignment(const Spec& spec, const ForwardArgs& args);
 
-// Can TMA load this call's Q, K and V? Base addresses and the sequence, head and batch
-// strides (along dimensions of extent > 1) must be multiples of 16 bytes. A head is a
-// dimension of its own, not a column offset: a box whose first column is not 16-byte
-// aligned faults on Hopper (CUDA_ERROR_ILLEGAL_INSTRUCTION, seen on the H200 with heads of
-// 200 bytes laid end to end), so head dim 100 with packed heads runs the sm80 kernel.
-// A varlen call also needs its packed row counts (ForwardArgs total_q / total_k > 0).
+// Can the TMA kernels serve this call's Q, K and V: is each tensor addressable by TMA where
+// it lies (16-byte aligned base and strides), or stageable into padded rows by one 3-d copy
+// (runtime/staging.h: head dims that are not a multiple of 8 with packed heads)? A varlen
+// call also needs its packed row counts (ForwardArgs total_q / total_k > 0).
 bool tma_loadable(const Spec& spec, const ForwardArgs& args);
 
 gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args);
@@ -28,7 +24,7 @@ gen::CallTraits decode_call_traits(const Spec& spec, const ForwardArgs& args);
 
 // Largest of 16/8/4/2 that divides every row start of Q, K, V, O, dO, dQ, dK and dV.
 int backward_alignment(const Spec& spec, const BackwardArgs& args);
-// Can TMA load the backward's Q, K, V and dO (tma_loadable's rules, and dO's rows too)?
+// Can the TMA kernels serve the backward's Q, K, V and dO (tma_loadable's rules, dO too)?
 bool backward_tma_loadable(const Spec& spec, const BackwardArgs& args);
 gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args);
 

@@ -46,7 +46,8 @@ struct Driver::Api {
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)              \
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx)          \
   X(cuMemAlloc) X(cuMemFree)                                                                 \
-  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy)          \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32Async) X(cuMemcpy3DAsync)        \
+  X(cuEventCreate) X(cuEventDestroy)                                                         \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)   \
   X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)
   FLASHJIT_DRIVER_ENTRIES(FLASHJIT_DRIVER_ENTRY)
@@ -301,6 +302,22 @@ void Driver::memset_u8(DevicePtr dst, uint8_t value, size_t bytes) {
 
 void Driver::zero_async(DevicePtr dst, size_t bytes, Stream stream) {
   FLASHJIT_CU(cuMemsetD32Async, dst, 0u, bytes / 4, static_cast<CUstream>(stream));
+}
+
+void Driver::copy_rows_async(const RowsCopy& c, Stream stream) {
+  CUDA_MEMCPY3D m{};
+  m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.srcDevice = c.src;
+  m.srcPitch = c.src_pitch;
+  m.srcHeight = c.src_height;
+  m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.dstDevice = c.dst;
+  m.dstPitch = c.dst_pitch;
+  m.dstHeight = c.dst_height;
+  m.WidthInBytes = c.row_bytes;
+  m.Height = c.height;
+  m.Depth = c.depth;
+  FLASHJIT_CU(cuMemcpy3DAsync, &m, static_cast<CUstream>(stream));
 }
 
 void Driver::synchronize() { FLASHJIT_CU(cuCtxSynchronize); }

@@ -27,6 +27,14 @@ struct TensorMapBox {
 };
 constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
 
+// A device-to-device copy of `depth` slices of `height` rows of `row_bytes` each: source row
+// r of slice z at src + (z * src_height + r) * src_pitch, destination likewise.
+struct RowsCopy {
+  DevicePtr src = 0, dst = 0;
+  size_t row_bytes = 0, height = 0, depth = 0;
+  size_t src_pitch = 0, src_height = 0, dst_pitch = 0, dst_height = 0;
+};
+
 class Driver {
  public:
   // The process-wide driver, initialised on first use (dlopen, cuInit), with the primary
@@ -71,6 +79,8 @@ class Driver {
   void memset_u8(DevicePtr dst, uint8_t value, size_t bytes);
   // Zeroes `bytes` (a multiple of 4) at dst, queued on `stream`: the backward's dq_accum.
   void zero_async(DevicePtr dst, size_t bytes, Stream stream);
+  // cuMemcpy3DAsync of `copy`, queued on `stream` (runtime/staging.h's copies).
+  void copy_rows_async(const RowsCopy& copy, Stream stream);
   void synchronize();
 
   // Events for timing: elapsed milliseconds between two recorded events.

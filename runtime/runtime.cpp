@@ -25,6 +25,7 @@
 #include "runtime/kernel_compiler.h"
 #include "runtime/merge_params.h"
 #include "runtime/operation.h"
+#include "runtime/staging.h"
 #include "runtime/tensor_maps.h"
 #include "runtime/tile_counters.h"
 #include "runtime/tune_db_splits.h"
@@ -50,6 +51,30 @@ struct LoadedOperation {
   rt::OperationPlan plan;
   std::vector<const LoadedVariant*> kernels;
 };
+
+bool loads_through_tma(const rt::OperationPlan& plan) {
+  return std::any_of(plan.launches.begin(), plan.launches.end(),
+                     [](const gen::Plan& launch) { return launch.path->tma_loads; });
+}
+
+// The workspace `scratch` takes (null when it is empty): the caller's, checked for size and
+// alignment, else stream-ordered memory that `owned` holds.
+void* call_workspace(rt::Driver& driver, void* given, size_t given_bytes,
+                     const std::vector<rt::ScratchBuffer>& scratch, rt::StreamScratch& owned,
+                     void* stream, const char* call) {
+  if (scratch.empty()) return nullptr;
+  const size_t need = rt::workspace_bytes(scratch);
+  if (given == nullptr) {
+    owned = rt::StreamScratch(driver, need, stream);
+    return owned.get();
+  }
+  if (given_bytes < need || reinterpret_cast<uintptr_t>(given) % 256 != 0)
+    throw Error(ErrorKind::Shape,
+                fmt::format("forward: workspace={} of {} bytes: this {} call needs {} bytes, "
+                            "256-byte aligned (Kernel::forward_workspace_bytes)",
+                            given, given_bytes, call, need));
+  return given;
+}
 
 class JitKernel final : public Kernel {
  public:
@@ -82,8 +107,18 @@ class JitKernel final : public Kernel {
     }
     const LoadedOperation& op =
         operation_for(gen::Operation::Forward, rt::forward_call_traits(spec_, args), tiles_for(args));
+    // Tensors TMA cannot load where they lie are copied first (runtime/staging.h).
+    const rt::Staging staging = staging_for(op.plan, args);
+    rt::Driver& driver = rt::Driver::get(ordinal_);
+    const std::vector<rt::ScratchBuffer> scratch = staging.scratch();
+    rt::StreamScratch owned;
+    void* workspace = call_workspace(driver, args.workspace, args.workspace_bytes, scratch,
+                                     owned, stream, "staged");
+    const ForwardArgs loaded =
+        rt::stage(driver, staging, rt::scratch_pointers(scratch, workspace), args, stream);
+    if (staging.any()) say_staged(op.plan, scratch);
     for (size_t i = 0; i < op.kernels.size(); ++i)
-      launch_forward_path(op.plan.launches[i], *op.kernels[i], args, stream);
+      launch_forward_path(op.plan.launches[i], *op.kernels[i], args, loaded, stream);
   }
 
   void backward(const BackwardArgs& args, void* stream) override {
@@ -92,7 +127,9 @@ class JitKernel final : public Kernel {
                                               rt::backward_call_traits(spec_, args), Tiles{},
                                               backward_tiles_for(args.forward));
     rt::Driver& driver = rt::Driver::get(ordinal_);
-    const std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(op.plan, args.forward);
+    const rt::Staging staging = staging_for(op.plan, args);
+    const std::vector<rt::ScratchBuffer> scratch = backward_scratch(op.plan, args, staging);
+    const size_t first_staged = scratch.size() - staging.scratch().size();
     rt::check_backward_workspace(args, scratch);
     // Without a caller's workspace, stream-ordered memory: no synchronisation, and safe when
     // several streams run backwards at once.
@@ -107,12 +144,15 @@ class JitKernel final : public Kernel {
     if (params.dq_accum != nullptr)
       driver.zero_async(reinterpret_cast<rt::DevicePtr>(params.dq_accum),
                         scratch[rt::kDqAccumScratch].bytes, stream);
+    const BackwardArgs loaded =
+        rt::stage(driver, staging, {buffers.begin() + first_staged, buffers.end()}, args, stream);
+    if (staging.any()) say_staged(op.plan, staging.scratch());
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
       const rt::LaunchGeometry g = rt::launch_geometry(plan, args.forward, device_.sm_count);
-      // A TMA path takes the tensor maps of Q, K, V and dO after the parameters.
+      // A TMA path takes the tensor maps of Q, K, V and dO (staged ones) after the parameters.
       rt::BackwardTensorMaps maps;
-      if (plan.path->tma_loads) maps = rt::make_tensor_maps(driver, plan, args);
+      if (plan.path->tma_loads) maps = rt::make_tensor_maps(driver, plan, loaded);
       void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v, &maps.d_o};
       driver.launch(op.kernels[i]->function, g.grid_x, g.grid_y, g.grid_z, g.block_x,
                     g.shared_bytes, stream, kernel_params);
@@ -121,7 +161,11 @@ class JitKernel final : public Kernel {
 
   size_t forward_workspace_bytes(const ForwardArgs& args) const override {
     rt::check_forward_args(spec_, args);
-    if (!rt::takes_decode(spec_, args)) return 0;
+    if (!rt::takes_decode(spec_, args)) {
+      const gen::CallTraits call = rt::forward_call_traits(spec_, args);
+      if (!gen::choose_path(gen::Step::Forward, spec_, target_, call).tma_loads) return 0;
+      return rt::workspace_bytes(rt::forward_staging(spec_, args).scratch());
+    }
     const rt::OperationPlan plan = decode_plan(args);
     const int splits = kv_splits_for(plan.launches[0], args).splits;
     return rt::workspace_bytes(rt::decode_scratch(spec_, args, splits));
@@ -136,11 +180,13 @@ class JitKernel final : public Kernel {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto found = operations_.find({gen::Operation::Backward, call, Tiles{}, tiles});
-      if (found != operations_.end())
-        return rt::workspace_bytes(rt::backward_scratch(found->second.plan, args.forward));
+      if (found != operations_.end()) {
+        const rt::OperationPlan& plan = found->second.plan;
+        return rt::workspace_bytes(backward_scratch(plan, args, staging_for(plan, args)));
+      }
     }
-    return rt::workspace_bytes(
-        rt::backward_scratch(rt::plan_backward(spec_, target_, call, &tiles), args.forward));
+    const rt::OperationPlan plan = rt::plan_backward(spec_, target_, call, &tiles);
+    return rt::workspace_bytes(backward_scratch(plan, args, staging_for(plan, args)));
   }
 
   void merge(const MergeArgs& args, void* stream) override {
@@ -167,14 +213,15 @@ class JitKernel final : public Kernel {
 
  private:
   // One launch of a forward path: its parameters, and for a persistent path this stream's
-  // tile counter, for a TMA path the tensor maps of Q, K and V.
+  // tile counter, for a TMA path the tensor maps of Q, K and V (`loaded`: the call with the
+  // staged tensors in place of the caller's).
   void launch_forward_path(const gen::Plan& plan, const LoadedVariant& variant,
-                           const ForwardArgs& args, void* stream) {
+                           const ForwardArgs& args, const ForwardArgs& loaded, void* stream) {
     rt::Driver& driver = rt::Driver::get(ordinal_);
     FwdParams params = rt::make_fwd_params(plan, args);
     const rt::LaunchGeometry geometry = rt::launch_geometry(plan, args, device_.sm_count);
     rt::ForwardTensorMaps maps;
-    if (plan.path->tma_loads) maps = rt::make_tensor_maps(driver, plan, args);
+    if (plan.path->tma_loads) maps = rt::make_tensor_maps(driver, plan, loaded);
     if (plan.path->persistent_grid) {
       std::lock_guard<std::mutex> lock(mutex_);
       params.tile_counter = tile_counters_.for_stream(stream);
@@ -182,6 +229,38 @@ class JitKernel final : public Kernel {
     void* kernel_params[] = {&params, &maps.q, &maps.k, &maps.v};
     driver.launch(variant.function, geometry.grid_x, geometry.grid_y, geometry.grid_z,
                   geometry.block_x, geometry.shared_bytes, stream, kernel_params);
+  }
+
+  // The copies an operation's TMA launches need (runtime/staging.h); none without them.
+  rt::Staging staging_for(const rt::OperationPlan& plan, const ForwardArgs& args) const {
+    return loads_through_tma(plan) ? rt::forward_staging(spec_, args) : rt::Staging{};
+  }
+  rt::Staging staging_for(const rt::OperationPlan& plan, const BackwardArgs& args) const {
+    return loads_through_tma(plan) ? rt::backward_staging(spec_, args) : rt::Staging{};
+  }
+
+  // FLASHJIT_VERBOSE: which tensors an operation copies for its TMA kernels, once a kernel
+  // and set of tensors.
+  void say_staged(const rt::OperationPlan& plan, const std::vector<rt::ScratchBuffer>& staged) {
+    if (!rt::verbose_enabled()) return;
+    std::string names;
+    for (const rt::ScratchBuffer& buffer : staged)
+      names += (names.empty() ? "" : ", ") + buffer.name.substr(buffer.name.find('_') + 1);
+    const auto tma = std::find_if(plan.launches.begin(), plan.launches.end(),
+                                  [](const gen::Plan& launch) { return launch.path->tma_loads; });
+    const std::string line = fmt::format("{}: {} copied into 16-byte rows for TMA "
+                                         "(cuMemcpy3DAsync)", tma->kernel_name, names);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (said_.insert(line).second) rt::verbose_line(line);
+  }
+
+  // The backward's scratch: its launches' own, then a buffer a staged tensor.
+  std::vector<rt::ScratchBuffer> backward_scratch(const rt::OperationPlan& plan,
+                                                  const BackwardArgs& args,
+                                                  const rt::Staging& staging) const {
+    std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(plan, args.forward);
+    for (const rt::ScratchBuffer& buffer : staging.scratch()) scratch.push_back(buffer);
+    return scratch;
   }
 
   rt::OperationPlan decode_plan(const ForwardArgs& args) const {
@@ -230,20 +309,8 @@ class JitKernel final : public Kernel {
     const std::vector<rt::ScratchBuffer> scratch = rt::decode_scratch(spec_, args, splits);
     rt::Driver& driver = rt::Driver::get(ordinal_);
     rt::StreamScratch owned;
-    void* workspace = args.workspace;
-    if (!scratch.empty()) {
-      const size_t need = rt::workspace_bytes(scratch);
-      if (workspace == nullptr) {
-        owned = rt::StreamScratch(driver, need, stream);
-        workspace = owned.get();
-      } else if (args.workspace_bytes < need ||
-                 reinterpret_cast<uintptr_t>(workspace) % 256 != 0) {
-        throw Error(ErrorKind::Shape,
-                    fmt::format("forward: workspace={} of {} bytes: this decode call needs {} "
-                                "bytes, 256-byte aligned (Kernel::forward_workspace_bytes)",
-                                workspace, args.workspace_bytes, need));
-      }
-    }
+    void* workspace = call_workspace(driver, args.workspace, args.workspace_bytes, scratch,
+                                     owned, stream, "decode");
     if (rt::verbose_enabled()) {
       // Once a kernel and split count: a decode loop calls this every token.
       std::string why;
@@ -251,7 +318,7 @@ class JitKernel final : public Kernel {
       const std::string line = fmt::format("{}: decode ({}), {}", split_plan.kernel_name, why,
                                            rt::describe(choice, note));
       std::lock_guard<std::mutex> lock(mutex_);
-      if (decode_said_.insert(line).second) rt::verbose_line(line);
+      if (said_.insert(line).second) rt::verbose_line(line);
     }
     DecParams params = rt::make_dec_params(spec_, args, splits, workspace);
     void* kernel_params[] = {&params};
@@ -382,7 +449,7 @@ class JitKernel final : public Kernel {
   const std::shared_ptr<const TileSource> tile_source_;
   std::shared_ptr<rt::KernelCompiler> compiler_;
   // Guards operations_, variants_, tiles_by_bucket_, backward_tiles_, decode_tiles_,
-  // tuned_splits_, decode_said_ and tile_counters_: forward() may run on several threads.
+  // tuned_splits_, said_ and tile_counters_: forward() may run on several threads.
   mutable std::mutex mutex_;
   std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
@@ -390,7 +457,7 @@ class JitKernel final : public Kernel {
   mutable std::map<tune::ShapeBucket, BackwardTiles> backward_tiles_;
   mutable std::map<int, Tiles> decode_tiles_;  // by packed rows
   mutable std::map<tune::DecodeBucket, rt::TunedKvSplits> tuned_splits_;
-  std::set<std::string> decode_said_;  // FLASHJIT_VERBOSE's decode lines, each said once
+  std::set<std::string> said_;  // FLASHJIT_VERBOSE's decode and staging lines, each said once
   rt::TileCounters tile_counters_{ordinal_};
 };
 

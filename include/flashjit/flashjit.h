@@ -193,8 +193,10 @@ struct ForwardArgs {
   const int32_t* block_table = nullptr;
   int page_size = 0, max_pages = 0, num_pages = 0;
 
-  // Scratch of a decode call that splits the keys (Kernel::forward_workspace_bytes); null:
-  // the runtime takes it from the GPU's stream-ordered pool for the call.
+  // Scratch of a decode call that splits the keys, or of a call whose Q/K/V rows the TMA
+  // kernel cannot address in place and the runtime copies into 16-byte rows first
+  // (Kernel::forward_workspace_bytes); null: the runtime takes it from the GPU's
+  // stream-ordered pool for the call.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 
@@ -298,7 +300,7 @@ class Kernel {
   // kernels instead (Spec::decode; FLASHJIT_VERBOSE says which ran and why).
   virtual void forward(const ForwardArgs& args, void* stream = nullptr) = 0;
   // Bytes of workspace a forward call with these arguments needs (0 unless it is a decode
-  // call that splits its keys; 256-byte aligned).
+  // call that splits its keys or a call whose Q/K/V are copied for TMA; 256-byte aligned).
   virtual size_t forward_workspace_bytes(const ForwardArgs& args) const = 0;
   // The gradients of the forward (BackwardArgs): three launches on `stream` (D = rowsum(dO *
   // O), then dK/dV and dQ). Without a workspace the runtime takes one from the stream-ordered

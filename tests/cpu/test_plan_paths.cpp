@@ -87,7 +87,7 @@ TEST_CASE("plan: the sm80 kernel serves other targets, tensors TMA cannot load, 
   CHECK(make_plan(sm80, "sm_90a").path->id == KernelPath::FwdSm80);
 }
 
-TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are 16-byte") {
+TEST_CASE("plan: TMA serves tensors it can address, and ones one 3-d copy can stage") {
   const auto args = [](int d, int heads) {
     ForwardArgs a = ForwardArgs::contiguous(spec_of(d, d), 2, heads, heads, 300, 300);
     a.q = a.k = a.v = reinterpret_cast<const void*>(uintptr_t{1} << 20);
@@ -96,17 +96,21 @@ TEST_CASE("plan: TMA loads tensors whose bases and row, head and batch steps are
   };
   CHECK(rt::tma_loadable(kBf16, args(128, 16)));
   CHECK(rt::tma_loadable(kBf16, args(72, 3)));     // 144-byte heads
-  CHECK_FALSE(rt::tma_loadable(kBf16, args(100, 20)));  // 200-byte heads: the sm80 kernel
+  CHECK(rt::tma_loadable(kBf16, args(100, 20)));   // 200-byte heads: staged
   CHECK(rt::tma_loadable(kBf16, args(104, 5)));    // 208-byte heads
   ForwardArgs offset = args(128, 16);
   offset.k = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
-  CHECK_FALSE(rt::tma_loadable(kBf16, offset));
+  CHECK(rt::tma_loadable(kBf16, offset));  // K staged
+  // Rows no single 3-d copy can gather (each of batch, sequence and head its own level of
+  // unevenly spaced rows) leave the call to the sm80 kernel.
+  ForwardArgs scattered = args(100, 20);
+  scattered.k_stride = {300 * (20 * 100 + 4) + 12, 20 * 100 + 4, 100};
+  CHECK_FALSE(rt::tma_loadable(kBf16, scattered));
   CHECK(rt::forward_alignment(kBf16, offset) == 8);
   // O is stored, not loaded: it bounds the call's alignment but not what TMA can load.
   ForwardArgs o_offset = args(128, 16);
   o_offset.o = reinterpret_cast<void*>((uintptr_t{1} << 21) + 2);
   CHECK(rt::forward_alignment(kBf16, o_offset) == 2);
-  CHECK(rt::qkv_alignment(kBf16, o_offset) == 16);
   CHECK(rt::tma_loadable(kBf16, o_offset));
   CHECK(rt::forward_alignment(kBf16, args(100, 20)) == 8);   // 200-byte head steps
   CHECK(rt::forward_alignment(kBf16, args(100, 1)) == 8);    // 200-byte rows of one head
@@ -297,7 +301,7 @@ TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accum
   CHECK(rt::backward_scratch(rt::plan_backward(deterministic, "sm_90a", {}), f).size() == 1);
 }
 
-TEST_CASE("plan: the backward's TMA traits need dO's rows 16-byte aligned too") {
+TEST_CASE("plan: the backward's TMA traits take dO's rows into account too") {
   const Spec spec = spec_of(128, 128);
   ForwardArgs f = ForwardArgs::contiguous(spec, 2, 8, 2, 300, 300);
   f.q = f.k = f.v = reinterpret_cast<const void*>(uintptr_t{1} << 20);
@@ -308,6 +312,8 @@ TEST_CASE("plan: the backward's TMA traits need dO's rows 16-byte aligned too") 
   a.d_o_stride = f.o_stride;
   CHECK(rt::backward_tma_loadable(spec, a));
   a.d_o = reinterpret_cast<const void*>((uintptr_t{1} << 22) + 8);
+  CHECK(rt::backward_tma_loadable(spec, a));  // dO staged
+  a.d_o_stride = {300 * 1024, 1024, 64};  // heads overlapping: no copy gathers them
   CHECK_FALSE(rt::backward_tma_loadable(spec, a));
 }
 

@@ -1,0 +1,164 @@
+#include "runtime/staging.h"
+
+#include <algorithm>
+#include <array>
+
+#include "generator/element_types.h"
+
+namespace flashjit::rt {
+namespace {
+
+constexpr size_t kTmaAlign = 16;
+
+// A dimension of the row view: its stride (elements) and extent; which one it is.
+struct RowDim {
+  int64_t stride;
+  int extent;
+  int64_t TensorStrides::*member;
+};
+
+// Rows evenly spaced: `extent` rows `pitch` bytes apart, made of the dimensions listed
+// (innermost first).
+struct Level {
+  int64_t pitch = 0;
+  int64_t extent = 1;
+  std::vector<const RowDim*> dims;
+};
+
+}  // namespace
+
+bool tma_addressable(const TensorRows& r, int e) {
+  const auto ok = [&](int64_t stride, int extent) {
+    return extent <= 1 || static_cast<uint64_t>(stride) * e % kTmaAlign == 0;
+  };
+  return reinterpret_cast<uintptr_t>(r.base) % kTmaAlign == 0 && ok(r.stride.batch, r.batch) &&
+         ok(r.stride.seq, r.seqlen) && ok(r.stride.head, r.heads);
+}
+
+std::optional<StagedRows> staged_rows(const TensorRows& r, int e) {
+  const int64_t row_bytes = static_cast<int64_t>(r.dim) * e;
+  std::array<RowDim, 3> all = {RowDim{r.stride.head, r.heads, &TensorStrides::head},
+                               RowDim{r.stride.seq, r.seqlen, &TensorStrides::seq},
+                               RowDim{r.stride.batch, r.batch, &TensorStrides::batch}};
+  std::vector<const RowDim*> dims;
+  for (const RowDim& d : all)
+    if (d.extent > 1) dims.push_back(&d);
+  std::stable_sort(dims.begin(), dims.end(),
+                   [](const RowDim* a, const RowDim* b) { return a->stride < b->stride; });
+  // Dimensions nest into a level while each steps over the whole of the ones before it.
+  std::vector<Level> levels;
+  for (const RowDim* d : dims) {
+    const int64_t pitch = d->stride * e;
+    if (!levels.empty() && pitch == levels.back().pitch * levels.back().extent) {
+      levels.back().extent *= d->extent;
+    } else {
+      levels.push_back({pitch, d->extent, {}});
+    }
+    levels.back().dims.push_back(d);
+  }
+  if (levels.size() > 2) return std::nullopt;
+  if (levels.empty()) levels.push_back({row_bytes, 1, {}});
+  if (levels.size() == 1) levels.push_back({levels[0].pitch * levels[0].extent, 1, {}});
+  const Level& rows = levels[0];
+  const Level& slices = levels[1];
+  // Rows that overlap, or slices that are not a whole number of row pitches apart, are no
+  // 3-d copy's source.
+  if (rows.pitch < row_bytes || slices.pitch % rows.pitch != 0 ||
+      slices.pitch / rows.pitch < rows.extent)
+    return std::nullopt;
+
+  StagedRows s;
+  const size_t pitch = (static_cast<size_t>(row_bytes) + kTmaAlign - 1) / kTmaAlign * kTmaAlign;
+  s.copy.src = reinterpret_cast<DevicePtr>(r.base);
+  s.copy.row_bytes = static_cast<size_t>(row_bytes);
+  s.copy.height = static_cast<size_t>(rows.extent);
+  s.copy.depth = static_cast<size_t>(slices.extent);
+  s.copy.src_pitch = static_cast<size_t>(rows.pitch);
+  s.copy.src_height = static_cast<size_t>(slices.pitch / rows.pitch);
+  s.copy.dst_pitch = pitch;
+  s.copy.dst_height = s.copy.height;
+  s.bytes = pitch * s.copy.height * s.copy.depth;
+  // The copy is dense: each dimension steps over the ones nested inside it.
+  int64_t step = static_cast<int64_t>(pitch) / e;
+  for (const Level* level : {&rows, &slices})
+    for (const RowDim* d : level->dims) {
+      s.stride.*(d->member) = step;
+      step *= d->extent;
+    }
+  return s;
+}
+
+bool Staging::any() const {
+  return std::any_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.has_value(); });
+}
+
+std::vector<ScratchBuffer> Staging::scratch() const {
+  static constexpr const char* kNames[] = {"staged_q", "staged_k", "staged_v", "staged_d_o"};
+  std::vector<ScratchBuffer> out;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i]) out.push_back({kNames[i], tensors[i]->bytes});
+  return out;
+}
+
+namespace {
+
+Staging staging_of(std::initializer_list<TensorRows> views, int e) {
+  Staging s;
+  for (const TensorRows& rows : views) {
+    if (tma_addressable(rows, e)) {
+      s.tensors.emplace_back();
+      continue;
+    }
+    s.tensors.push_back(staged_rows(rows, e));
+    if (!s.tensors.back()) s.possible = false;
+  }
+  return s;
+}
+
+// Queues tensor i's copy (if staged) and points `base`/`stride` at it; `next` walks the
+// buffers.
+void stage_one(Driver& driver, const Staging& staging, size_t i,
+               const std::vector<void*>& buffers, size_t& next, const void*& base,
+               TensorStrides& stride, Stream stream) {
+  if (i >= staging.tensors.size() || !staging.tensors[i]) return;
+  RowsCopy copy = staging.tensors[i]->copy;
+  copy.dst = reinterpret_cast<DevicePtr>(buffers.at(next++));
+  driver.copy_rows_async(copy, stream);
+  base = reinterpret_cast<const void*>(copy.dst);
+  stride = staging.tensors[i]->stride;
+}
+
+}  // namespace
+
+Staging forward_staging(const Spec& spec, const ForwardArgs& a) {
+  return staging_of({q_rows(spec, a), k_rows(spec, a), v_rows(spec, a)},
+                    gen::element_type(spec.dtype).bytes);
+}
+
+Staging backward_staging(const Spec& spec, const BackwardArgs& a) {
+  const ForwardArgs& f = a.forward;
+  return staging_of({q_rows(spec, f), k_rows(spec, f), v_rows(spec, f), d_o_rows(spec, a)},
+                    gen::element_type(spec.dtype).bytes);
+}
+
+ForwardArgs stage(Driver& driver, const Staging& staging, const std::vector<void*>& buffers,
+                  const ForwardArgs& args, Stream stream) {
+  ForwardArgs out = args;
+  size_t next = 0;
+  stage_one(driver, staging, 0, buffers, next, out.q, out.q_stride, stream);
+  stage_one(driver, staging, 1, buffers, next, out.k, out.k_stride, stream);
+  stage_one(driver, staging, 2, buffers, next, out.v, out.v_stride, stream);
+  return out;
+}
+
+BackwardArgs stage(Driver& driver, const Staging& staging, const std::vector<void*>& buffers,
+                   const BackwardArgs& args, Stream stream) {
+  BackwardArgs out = args;
+  out.forward = stage(driver, staging, buffers, args.forward, stream);
+  size_t next = 0;
+  for (size_t i = 0; i < 3 && i < staging.tensors.size(); ++i) next += staging.tensors[i] ? 1 : 0;
+  stage_one(driver, staging, 3, buffers, next, out.d_o, out.d_o_stride, stream);
+  return out;
+}
+
+}  // namespace flashjit::rt
