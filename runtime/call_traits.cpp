@@ -31,6 +31,12 @@ uint64_t qkv_bits(const Spec& spec, const ForwardArgs& a) {
          row_start_bits(a.v, a.v_stride, cache_batch, cache_rows, a.heads_kv, e);
 }
 
+// A packed varlen tensor's map needs its row count, which only the caller knows; an empty one
+// has no map at all.
+bool map_rows_known(const ForwardArgs& a) {
+  return a.cu_seqlens_q == nullptr || (a.total_q > 0 && a.total_k > 0);
+}
+
 int alignment_of(uint64_t bits) {
   bits |= 16;
   return static_cast<int>(bits & (~bits + 1));  // lowest set bit, at most 16
@@ -45,10 +51,7 @@ int forward_alignment(const Spec& spec, const ForwardArgs& a) {
 }
 
 bool tma_loadable(const Spec& spec, const ForwardArgs& a) {
-  // A packed varlen tensor's map needs its row count, which only the caller knows; an empty
-  // one has no map at all.
-  const bool rows_known = a.cu_seqlens_q == nullptr || (a.total_q > 0 && a.total_k > 0);
-  return rows_known && forward_staging(spec, a).possible;
+  return map_rows_known(a) && forward_staging(spec, a).possible;
 }
 
 gen::CallTraits forward_call_traits(const Spec& spec, const ForwardArgs& args) {
@@ -76,7 +79,8 @@ int backward_alignment(const Spec& spec, const BackwardArgs& a) {
 }
 
 bool backward_tma_loadable(const Spec& spec, const BackwardArgs& a) {
-  return tma_loadable(spec, a.forward) && backward_staging(spec, a).possible;
+  // backward_staging looks at Q, K and V as well as dO.
+  return map_rows_known(a.forward) && backward_staging(spec, a).possible;
 }
 
 gen::CallTraits backward_call_traits(const Spec& spec, const BackwardArgs& args) {
