@@ -18,10 +18,12 @@ constexpr Tiles kPreferred[] = {
     {32, kBwdSm90BlockN, kBwdSm90Warps, 2}, {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
     {48, kBwdSm90BlockN, kBwdSm90Warps, 1}, {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
 };
-// The dQ variant's: its dS^T tile is 64 queries wide (dQ's wgmma M), with two ring slots
-// (bench/NOTES.md entry 22: with one, or with split columns, it ran slower than the two
+// The dQ variant's: 128 queries a step where the registers hold them (head dims up to 64; the
+// consumers split dQ's rows), else 64 (dQ's wgmma M; they split its columns), with two ring
+// slots (bench/NOTES.md entry 22: with one, or with split columns, it ran slower than the two
 // deterministic kernels).
 constexpr Tiles kPreferredWithDq[] = {
+    {128, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {64, kBwdSm90BlockN, kBwdSm90Warps, 2},
 };
 
@@ -74,9 +76,8 @@ std::string common_tiles_problem(const PaddedDims& dims, const Tiles& t, const C
 
 std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
                                   const std::string& target) {
-  if (t.block_m != 64)
-    return fmt::format("block_m {} must be 64 (the dQ variant's dS^T tile is dQ's wgmma M)",
-                       t.block_m);
+  if (t.block_m != 64 && t.block_m != 128)
+    return fmt::format("block_m {} must be 64 or 128 (dQ's wgmma M, or two of them)", t.block_m);
   if (t.stages != 2)
     return fmt::format("stages {}: the dQ variant's ring has two slots", t.stages);
   const ColumnSplit split = bwd_dkdv_dq_sm90_column_split(dims);
@@ -85,9 +86,11 @@ std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
                        "recompute S^T and dP^T for its dQ share: the deterministic kernels serve",
                        dims.d_qk_pad, dims.d_v_pad);
   if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
+  if (fj::budget::bwd_dkdv_sm90_dq_rows_split(t.block_m) && split.dk_slice > 64)
+    return fmt::format("block_m {} splits dQ's rows, and its {} columns would cross a panel of K",
+                       t.block_m, split.dk_slice);
   // dQ's accumulator takes the registers S^T and dP^T held.
-  const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(split.dk_slice);
-  const int dq_cols = std::max(dq_cols0, split.dk_slice - dq_cols0);
+  const int dq_cols = fj::budget::bwd_dkdv_sm90_dq_cols(split.dk_slice, t.block_m);
   if (dq_cols / 2 > t.block_m)
     return fmt::format("a consumer's {} dQ columns take more registers than S^T and dP^T free",
                        dq_cols);
@@ -153,7 +156,7 @@ std::string entry_with_dq(const Plan& plan) { return bwd_sm90_entry(plan, "fj::b
 }  // namespace
 
 ColumnSplit bwd_dkdv_dq_sm90_column_split(const PaddedDims& dims) {
-  return column_split_for(dims, kPreferredWithDq[0].block_m);
+  return column_split_for(dims, fj::budget::kDqAccumTileRows);
 }
 
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims) {

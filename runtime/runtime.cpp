@@ -128,8 +128,9 @@ class JitKernel final : public Kernel {
                                               backward_tiles_for(args.forward));
     rt::Driver& driver = rt::Driver::get(ordinal_);
     const rt::Staging staging = staging_for(op.plan, args);
-    const std::vector<rt::ScratchBuffer> scratch = backward_scratch(op.plan, args, staging);
-    const size_t first_staged = scratch.size() - staging.scratch().size();
+    const std::vector<rt::ScratchBuffer> staged = staging.scratch();
+    const std::vector<rt::ScratchBuffer> scratch = backward_scratch(op.plan, args, staged);
+    const size_t first_staged = scratch.size() - staged.size();
     rt::check_backward_workspace(args, scratch);
     // Without a caller's workspace, stream-ordered memory: no synchronisation, and safe when
     // several streams run backwards at once.
@@ -146,7 +147,7 @@ class JitKernel final : public Kernel {
                         scratch[rt::kDqAccumScratch].bytes, stream);
     const BackwardArgs loaded =
         rt::stage(driver, staging, {buffers.begin() + first_staged, buffers.end()}, args, stream);
-    if (staging.any()) say_staged(op.plan, staging.scratch());
+    if (staging.any()) say_staged(op.plan, staged);
     for (size_t i = 0; i < op.kernels.size(); ++i) {
       const gen::Plan& plan = op.plan.launches[i];
       const rt::LaunchGeometry g = rt::launch_geometry(plan, args.forward, device_.sm_count);
@@ -182,11 +183,11 @@ class JitKernel final : public Kernel {
       const auto found = operations_.find({gen::Operation::Backward, call, Tiles{}, tiles});
       if (found != operations_.end()) {
         const rt::OperationPlan& plan = found->second.plan;
-        return rt::workspace_bytes(backward_scratch(plan, args, staging_for(plan, args)));
+        return rt::workspace_bytes(backward_scratch(plan, args, staging_for(plan, args).scratch()));
       }
     }
     const rt::OperationPlan plan = rt::plan_backward(spec_, target_, call, &tiles);
-    return rt::workspace_bytes(backward_scratch(plan, args, staging_for(plan, args)));
+    return rt::workspace_bytes(backward_scratch(plan, args, staging_for(plan, args).scratch()));
   }
 
   void merge(const MergeArgs& args, void* stream) override {
@@ -254,12 +255,12 @@ class JitKernel final : public Kernel {
     if (said_.insert(line).second) rt::verbose_line(line);
   }
 
-  // The backward's scratch: its launches' own, then a buffer a staged tensor.
-  std::vector<rt::ScratchBuffer> backward_scratch(const rt::OperationPlan& plan,
-                                                  const BackwardArgs& args,
-                                                  const rt::Staging& staging) const {
+  // The backward's scratch: its launches' own, then the staged tensors' buffers.
+  std::vector<rt::ScratchBuffer> backward_scratch(
+      const rt::OperationPlan& plan, const BackwardArgs& args,
+      const std::vector<rt::ScratchBuffer>& staged) const {
     std::vector<rt::ScratchBuffer> scratch = rt::backward_scratch(plan, args.forward);
-    for (const rt::ScratchBuffer& buffer : staging.scratch()) scratch.push_back(buffer);
+    scratch.insert(scratch.end(), staged.begin(), staged.end());
     return scratch;
   }
 

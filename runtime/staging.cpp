@@ -115,17 +115,25 @@ Staging staging_of(std::initializer_list<TensorRows> views, int e) {
   return s;
 }
 
-// Queues tensor i's copy (if staged) and points `base`/`stride` at it; `next` walks the
-// buffers.
-void stage_one(Driver& driver, const Staging& staging, size_t i,
-               const std::vector<void*>& buffers, size_t& next, const void*& base,
-               TensorStrides& stride, Stream stream) {
-  if (i >= staging.tensors.size() || !staging.tensors[i]) return;
-  RowsCopy copy = staging.tensors[i]->copy;
-  copy.dst = reinterpret_cast<DevicePtr>(buffers.at(next++));
-  driver.copy_rows_async(copy, stream);
-  base = reinterpret_cast<const void*>(copy.dst);
-  stride = staging.tensors[i]->stride;
+// Queues the copies of the staged tensors among `targets` (Q, K, V, dO in Staging's order)
+// into `buffers`, one a staged tensor in order, and points each at its copy.
+struct StageTarget {
+  const void*& base;
+  TensorStrides& stride;
+};
+void stage_targets(Driver& driver, const Staging& staging, const std::vector<void*>& buffers,
+                   std::initializer_list<StageTarget> targets, Stream stream) {
+  size_t i = 0, next = 0;
+  for (const StageTarget& target : targets) {
+    if (i == staging.tensors.size()) break;  // nothing staged (Staging{})
+    const std::optional<StagedRows>& staged = staging.tensors[i++];
+    if (!staged) continue;
+    RowsCopy copy = staged->copy;
+    copy.dst = reinterpret_cast<DevicePtr>(buffers.at(next++));
+    driver.copy_rows_async(copy, stream);
+    target.base = reinterpret_cast<const void*>(copy.dst);
+    target.stride = staged->stride;
+  }
 }
 
 }  // namespace
@@ -144,20 +152,18 @@ Staging backward_staging(const Spec& spec, const BackwardArgs& a) {
 ForwardArgs stage(Driver& driver, const Staging& staging, const std::vector<void*>& buffers,
                   const ForwardArgs& args, Stream stream) {
   ForwardArgs out = args;
-  size_t next = 0;
-  stage_one(driver, staging, 0, buffers, next, out.q, out.q_stride, stream);
-  stage_one(driver, staging, 1, buffers, next, out.k, out.k_stride, stream);
-  stage_one(driver, staging, 2, buffers, next, out.v, out.v_stride, stream);
+  stage_targets(driver, staging, buffers,
+                {{out.q, out.q_stride}, {out.k, out.k_stride}, {out.v, out.v_stride}}, stream);
   return out;
 }
 
 BackwardArgs stage(Driver& driver, const Staging& staging, const std::vector<void*>& buffers,
                    const BackwardArgs& args, Stream stream) {
   BackwardArgs out = args;
-  out.forward = stage(driver, staging, buffers, args.forward, stream);
-  size_t next = 0;
-  for (size_t i = 0; i < 3 && i < staging.tensors.size(); ++i) next += staging.tensors[i] ? 1 : 0;
-  stage_one(driver, staging, 3, buffers, next, out.d_o, out.d_o_stride, stream);
+  ForwardArgs& f = out.forward;
+  stage_targets(driver, staging, buffers,
+                {{f.q, f.q_stride}, {f.k, f.k_stride}, {f.v, f.v_stride}, {out.d_o, out.d_o_stride}},
+                stream);
   return out;
 }
 

@@ -35,4 +35,13 @@ __device__ __forceinline__ int dq_share_offset(int row, int col) {
   return (((warp * 2 + half) * (N / 8) + col / 8) * 32 + lane) * 2 + col % 2;
 }
 
+// Where element (row, col) of one column split's kCols-wide part of a block lies: the first
+// consumer's kCols0 columns as one share, then the rest as another (bwd_dkdv_dq_sm90 splits
+// the columns so at 64 query rows a step; at 128 a consumer stages all of them in this order).
+template <int kCols, int kCols0>
+__device__ __forceinline__ int dq_block_offset(int row, int col) {
+  return col < kCols0 ? dq_share_offset<kCols0>(row, col)
+                      : kCols0 * kDqTileRows + dq_share_offset<kCols - kCols0>(row, col - kCols0);
+}
+
 }  // namespace fj

@@ -19,16 +19,17 @@
 //
 // The dQ-accumulating variant (bwd_dkdv_dq_sm90, not deterministic) also computes dQ, so that
 // no separate dQ kernel recomputes S and dP: 5 products a step instead of 7 over both kernels.
-// Both consumers write their dS^T to shared memory (a 128-key x 64-query tile, two buffers),
-// meet at a named barrier, and each computes dQ = dS K for its share of the split's dQ
-// columns (wgmma SS, both MN-major). It stages that tile in shared memory in the order its
-// registers hold it, and one thread adds the whole tile to its block of the fp32 dq_accum
-// with one bulk reduction: reductions from registers (red.global) took as long again as the
-// products, and one bulk reduction a row took longer still. bwd_dq_convert reads the blocks
-// back in that order and scales them into dQ.
+// Both consumers write their dS^T to shared memory (a 128-key x kBlockM-query tile, two
+// buffers), meet at a named barrier, and each computes its part of dQ = dS K (wgmma SS, both
+// MN-major): at 64 query rows a step its share of the split's dQ columns, at 128 (head dims
+// up to 64, FlashAttention-3's tile there) 64 of the rows and every column. It stages that
+// tile in shared memory in the order its registers hold it, and one thread adds the whole
+// tile to its block of the fp32 dq_accum with one bulk reduction: reductions from registers
+// (red.global) took as long again as the products, and one bulk reduction a row took longer
+// still. bwd_dq_convert reads the blocks back in that order and scales them into dQ.
 //
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
-// kBlockM (queries a step, 64), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
+// kBlockM (queries a step), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
 // window constants (block masks take the sm80 kernel).
 #pragma once
 
@@ -69,10 +70,11 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kVOffset = kKOffset + kKBytes;
   static constexpr int kQOffset = kVOffset + kVBytes;
   static constexpr int kDoOffset = kQOffset + Cfg::kStages * kQBytes;
-  // The dQ variant's dS^T tiles, kBlockN key rows of kBlockM queries (one 128-byte row), and
-  // its consumers' staged dQ tiles.
+  // The dQ variant's dS^T tiles, kBlockN key rows of kBlockM queries in panels of 64 (one
+  // 128-byte row each), and its consumers' staged dQ tiles.
   static constexpr int kDsBuffers = kAccumulateDq ? budget::kBwdDkDvSm90DsBuffers : 0;
   static constexpr int kDsBytes = Cfg::kBlockN * Cfg::kBlockM * Element::kBytes;
+  static constexpr int kDsPanelBytes = Cfg::kBlockN * kRow;
   static constexpr int kDsOffset = kDoOffset + Cfg::kStages * kDoBytes;
   static constexpr int kDqStageBytes =
       kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM) : 0;
@@ -88,15 +90,17 @@ struct Sm90BwdDkDvLayoutOf {
   static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages) + 1024,
                 "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D, "
                 "the barriers and the alignment slack");
-  // The two consumers' shares of the split's kDkSlice dQ columns: a share lies inside one
-  // 64-column panel of K or starts on one (an MN-major operand's columns cannot cross a
-  // panel edge mid-panel).
+  // The two consumers' shares of the split's kDkSlice dQ columns at 64 rows a step: a share
+  // lies inside one 64-column panel of K or starts on one (an MN-major operand's columns
+  // cannot cross a panel edge mid-panel). At 128 rows each takes 64 rows, every column.
+  static constexpr bool kDqRowsSplit = budget::bwd_dkdv_sm90_dq_rows_split(Cfg::kBlockM);
   static constexpr int kDqCols0 = budget::bwd_dkdv_sm90_dq_cols0(Cfg::kDkSlice);
   static constexpr int kDqCols1 = Cfg::kDkSlice - kDqCols0;
-  static_assert(!kAccumulateDq || (Cfg::kBlockM * Element::kBytes == kRow &&
-                                    Cfg::kBlockM == kDqTileRows),
-                "dS^T rows of 64 queries are one 128-byte panel row, dQ's wgmma M, and a step "
-                "is one block of dq_accum");
+  static_assert(kDqTileRows * Element::kBytes == kRow, "dS^T panels of 64 queries, dQ's wgmma M");
+  static_assert(!kAccumulateDq || Cfg::kBlockM == kDqTileRows ||
+                    (kDqRowsSplit && Cfg::kDkSlice <= 64),
+                "a step is one block of dq_accum, or two (one a consumer, whose dQ product's "
+                "columns lie in one panel of K)");
   static_assert(budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                          Cfg::kBlockM) <=
                     budget::kBwdDkDvSm90MaxAccumulatorRegisters,
@@ -230,52 +234,54 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
 }
 
 // The dQ variant: this consumer's dS^T (x, packed for the dK product: k16 step t holds query
-// tiles 2t and 2t+1 of key rows `row` and row + 8) into the dS^T tile at `ds`, rows of 128
-// bytes whose 16-byte chunk q lies at chunk q ^ (row % 8), TMA's 128-byte swizzle.
+// tiles 2t and 2t+1 of key rows `row` and row + 8) into the dS^T tile at `ds`: panels of 64
+// queries `panel_bytes` apart, rows of 128 bytes whose 16-byte chunk q lies at chunk
+// q ^ (row % 8), TMA's 128-byte swizzle.
 template <int kSteps>
-__device__ __forceinline__ void store_ds_transposed(u32 ds, const u32 (&x)[kSteps][4], int row,
-                                                    int lane) {
+__device__ __forceinline__ void store_ds_transposed(u32 ds, int panel_bytes,
+                                                    const u32 (&x)[kSteps][4], int row, int lane) {
 #pragma unroll
   for (int t = 0; t < kSteps; ++t)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = row + (i % 2) * 8, chunk = 2 * t + i / 2;
-      st_shared_u32(ds + r * 128 + ((chunk ^ (r % 8)) << 4) + (lane % 4) * 4,
+      st_shared_u32(ds + chunk / 8 * panel_bytes + r * 128 + ((chunk % 8 ^ (r % 8)) << 4) +
+                        (lane % 4) * 4,
                     static_cast<int>(x[t][i]));
     }
 }
 
-// The dQ variant's end of a step, after the dK product was issued: dQ columns col0 .. col0+N
-// of the tile's rows = dS K over the CTA's keys (wgmma SS from the dS^T tile and K, both
-// MN-major). Once the products are done and the slot is released, the tile goes to `stage`
-// and the warp group's first thread adds it to its block of dq_accum (`dq_share`) with one
-// bulk reduction (rows past the sequence end add zeros to rows no sequence owns). The next
-// step writes `stage` only after that thread has waited for this read (at the dS^T barrier).
-template <class Cfg, int N>
-__device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, int col0, u32 empty,
-                                                    u32 stage, u32 staged_barrier,
-                                                    float* dq_share, int warp, int lane) {
+// The dQ variant's end of a step, after the dK product was issued: dQ columns kCol0 ..
+// kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K over the CTA's keys
+// (wgmma SS from the dS^T panel `ds` and K, both MN-major). Once the products are done and
+// the slot is released, the tile goes to `stage` in its block's order and the warp group's
+// first thread adds it to dq_accum at `dq_share` with one bulk reduction (none where
+// dq_share is null: rows past the sequence end, columns past the head dim). The next step
+// writes `stage` only after that thread has waited for this read (at the dS^T barrier).
+template <class Cfg, int N, int kCol0>
+__device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u32 stage,
+                                                    u32 staged_barrier, float* dq_share,
+                                                    int warp, int lane) {
   using L = Sm90BwdDkDvDqLayout<Cfg>;
   float acc[N / 8][4];
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
-  wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsBytes,
-                                          k + col0 / 64 * L::kKPanelBytes + col0 % 64 * 2,
-                                          L::kKPanelBytes);
+  wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsPanelBytes, k, L::kKPanelBytes);
   wgmma_commit();
   wgmma_wait<0>();
   mbar_arrive(empty);
 #pragma unroll
   for (int half = 0; half < 2; ++half)
 #pragma unroll
-    for (int t = 0; t < N / 8; ++t)
-      st_shared_f32x2(stage + 4 * dq_share_offset<N>(warp * 16 + lane / 4 + half * 8,
-                                                     t * 8 + (lane % 4) * 2),
-                      acc[t][half * 2], acc[t][half * 2 + 1]);
+    for (int t = 0; t < N / 8; ++t) {
+      const int row = warp * 16 + lane / 4 + half * 8, col = kCol0 + t * 8 + (lane % 4) * 2;
+      st_shared_f32x2(
+          stage + 4 * (dq_block_offset<Cfg::kDkSlice, L::kDqCols0>(row, col) - kCol0 * kDqTileRows),
+          acc[t][half * 2], acc[t][half * 2 + 1]);
+    }
   fence_proxy_async_shared();
   named_sync(staged_barrier, 128);
   if (warp != 0 || lane != 0) return;
-  // A share wholly past the padded head dim (the last split's) has no columns to add.
-  if (col0 < Cfg::kDqkPad) bulk_reduce_add_f32(dq_share, stage, Cfg::kBlockM * N * 4);
+  if (dq_share != nullptr) bulk_reduce_add_f32(dq_share, stage, kDqTileRows * N * 4);
   bulk_commit();
 }
 
@@ -336,8 +342,10 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(
           acc_dv, x, sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
       wgmma_commit();
+      wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+    } else {
+      wgmma_wait<0>();  // dP^T has landed
     }
-    wgmma_wait<1>();  // dP^T has landed; dV's product may still run
     if (dk_cols > 0) {
 #pragma unroll
       for (int t = 0; t < kQT; ++t)
@@ -353,7 +361,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         // read it, are done (each passes here only after waiting for its own), and so are
         // the bulk reductions that read the staged dQ tiles of the step before.
         const u32 ds = sm.ds(j % L::kDsBuffers);
-        store_ds_transposed(ds, x, c * L::kConsumerKeys + warp * 16 + lane / 4, lane);
+        store_ds_transposed(ds, L::kDsPanelBytes, x, c * L::kConsumerKeys + warp * 16 + lane / 4,
+                            lane);
         fence_proxy_async_shared();
         if (warp == 0 && lane == 0) bulk_wait_read<0>();
         named_sync(kDsReadyBarrier, 256);
@@ -362,21 +371,30 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
           acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
       if constexpr (kDq) {
-        // The tile's block holds every split's shares, kBlockM x their width each.
-        const int share_col0 = dk_col0 + (c == 0 ? 0 : L::kDqCols0);
+        // This consumer's rows and columns of dQ; a block holds every split's shares,
+        // kDqTileRows x their width each.
+        const int dq_m0 = L::kDqRowsSplit ? m0 + c * kDqTileRows : m0;
+        const int share_col0 = dk_col0 + (L::kDqRowsSplit || c == 0 ? 0 : L::kDqCols0);
         float* dq_share =
-            p.dq_accum +
-            (dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), m0) *
-                 (Cfg::kDvSplits * Cfg::kDkSlice) +
-             share_col0) * Cfg::kBlockM;
+            share_col0 < Cfg::kDqkPad && dq_m0 < kb.seq.seqlen_q
+                ? p.dq_accum +
+                      (dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0) *
+                           (Cfg::kDvSplits * Cfg::kDkSlice) +
+                       share_col0) * kDqTileRows
+                : nullptr;
         const u32 ds = sm.ds(j % L::kDsBuffers);
+        const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
         const u32 stage = sm.dq_stage(c), staged = kDqStagedBarrier + c;
-        if (c == 0)
-          finish_step_with_dq<Cfg, L::kDqCols0>(ds, sm.k(), share_col0, sm.empty(slot), stage,
-                                                staged, dq_share, warp, lane);
+        if constexpr (L::kDqRowsSplit)
+          finish_step_with_dq<Cfg, Cfg::kDkSlice, 0>(ds + c * L::kDsPanelBytes, k_cols,
+                                                     sm.empty(slot), stage, staged, dq_share,
+                                                     warp, lane);
+        else if (c == 0)
+          finish_step_with_dq<Cfg, L::kDqCols0, 0>(ds, k_cols, sm.empty(slot), stage, staged,
+                                                   dq_share, warp, lane);
         else
-          finish_step_with_dq<Cfg, L::kDqCols1>(ds, sm.k(), share_col0, sm.empty(slot), stage,
-                                                staged, dq_share, warp, lane);
+          finish_step_with_dq<Cfg, L::kDqCols1, L::kDqCols0>(ds, k_cols, sm.empty(slot), stage,
+                                                             staged, dq_share, warp, lane);
         continue;
       }
       wgmma_commit();

@@ -29,8 +29,7 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_dq_convert(const BwdParams& p) {
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
-  constexpr int kCols0 = budget::bwd_dkdv_sm90_dq_cols0(Cfg::kDkSlice);  // the consumers' shares
-  constexpr int kCols1 = Cfg::kDkSlice - kCols0;
+  constexpr int kCols0 = budget::bwd_dkdv_sm90_dq_cols0(Cfg::kDkSlice);  // the first share's
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int head = blockIdx.y, batch = blockIdx.z / Cfg::kDvSplits;
   const int split = blockIdx.z % Cfg::kDvSplits;
@@ -49,9 +48,8 @@ __device__ __forceinline__ void bwd_dq_convert(const BwdParams& p) {
     for (int c = lane; c < Cfg::kDkSlice; c += 32) {
       const int col = split * Cfg::kDkSlice + c;
       if (col >= Cfg::kHeadDimQk) break;
-      const float* share = block + (split * Cfg::kDkSlice + (c < kCols0 ? 0 : kCols0)) * kDqTileRows;
-      const float acc = c < kCols0 ? share[dq_share_offset<kCols0>(row, c)]
-                                   : share[dq_share_offset<kCols1>(row, c - kCols0)];
+      const float acc = block[split * Cfg::kDkSlice * kDqTileRows +
+                              dq_block_offset<Cfg::kDkSlice, kCols0>(row, c)];
       dq_row[col] = static_cast<Storage>(Element::pack(acc * p.softmax_scale, 0.f) & 0xffffu);
     }
   }

@@ -90,18 +90,28 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
 // The dQ-accumulating variant adds dq_bytes: two tiles of dS^T (block_n keys x block_m
 // queries) and each consumer's fp32 dQ tile staged for its bulk reduction (room for the wider
-// share). The consumers split the dQ columns (bwd_dkdv_sm90_dq_cols0: the first's share,
-// inside one 64-column panel or whole panels); the dQ accumulator lives while S^T and dP^T
-// do not, so the register rule is the same.
+// share). At 64 query rows a step the consumers split the dQ columns
+// (bwd_dkdv_sm90_dq_cols0: the first's share, inside one 64-column panel or whole panels); at
+// 128 they split the rows, each a 64-row block of every column. The dQ accumulator lives
+// while S^T and dP^T do not, so the register rule is the same.
 enum : int { kBwdDkDvSm90DsBuffers = 2 };
-// The rows of a block of the dQ accumulator (attn/dq_accum.cuh): the variant's query tile.
+// The rows of a block of the dQ accumulator (attn/dq_accum.cuh): dQ's wgmma M.
 enum : int { kDqAccumTileRows = 64 };
+FJ_BUDGET constexpr bool bwd_dkdv_sm90_dq_rows_split(int block_m) {
+  return block_m == 2 * kDqAccumTileRows;
+}
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols0(int dk_slice) {
   return dk_slice <= 64 ? dk_slice / 2 : 64 * ((dk_slice + 64) / 128);
 }
-FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m) {
+// The widest dQ product a consumer runs: its share of the columns, or all of them.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
   const int cols0 = bwd_dkdv_sm90_dq_cols0(dk_slice);
-  return block_m * 4 * (cols0 > dk_slice - cols0 ? cols0 : dk_slice - cols0);
+  return bwd_dkdv_sm90_dq_rows_split(block_m) ? dk_slice
+         : cols0 > dk_slice - cols0           ? cols0
+                                              : dk_slice - cols0;
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m) {
+  return kDqAccumTileRows * 4 * bwd_dkdv_sm90_dq_cols(dk_slice, block_m);
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
                                                int block_n) {

@@ -1,5 +1,6 @@
 // Which kernel a plan generates: the warp-specialised sm90 kernel on sm_90a for 16-byte
 // aligned tensors, the sm80 kernel everywhere else, and what each path's plan holds.
+#include <tuple>
 #include <doctest/doctest.h>
 
 #include <string>
@@ -234,13 +235,17 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
 
 TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit whole beside a "
           "64-row tile accumulate dQ in the dK/dV kernel, then convert it") {
-  for (const auto& [dqk, dv] : {std::pair{64, 64}, {128, 128}, {72, 72}, {1, 1}, {128, 64}}) {
+  // 128 query rows a step where the registers hold S^T and dP^T of 128 beside dK and dV
+  // (head dims up to 48), else 64.
+  for (const auto& [dqk, dv, block_m] : {std::tuple{64, 64, 64}, {128, 128, 64}, {72, 72, 64},
+                                         {1, 1, 128}, {48, 48, 128}, {49, 49, 64}, {128, 64, 64},
+                                         {32, 64, 128}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
     REQUIRE(op.launches.size() == 3);
     CHECK(op.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
     CHECK(op.launches[1].path->accumulates_dq);
-    CHECK(op.launches[1].tiles.block_m == 64);
+    CHECK(op.launches[1].tiles.block_m == block_m);
     CHECK(op.launches[1].tiles.stages == 2);
     CHECK(op.launches[1].dv_splits == 1);
     CHECK(op.launches[1].kernel_name.starts_with("fa_bwd_dkdvdq_"));
@@ -263,7 +268,10 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
   // The variant's rules name what they refuse.
   const PaddedDims d128 = padded_dims(spec_of(128, 128));
   const KernelPathInfo& dq = kernel_path(KernelPath::BwdDkDvDqSm90);
-  CHECK(dq.tiles_problem(d128, Tiles{32, 128, 12, 2}, "sm_90a").find("must be 64") != std::string::npos);
+  CHECK(dq.tiles_problem(d128, Tiles{32, 128, 12, 2}, "sm_90a").find("must be 64 or 128") !=
+        std::string::npos);
+  CHECK(dq.tiles_problem(d128, Tiles{128, 128, 12, 2}, "sm_90a").find("registers") !=
+        std::string::npos);
   CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 1}, "sm_90a").find("two slots") != std::string::npos);
   CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 128, 12, 2}, "sm_90a")
             .find("split") != std::string::npos);
@@ -279,6 +287,11 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_cols0(208) == 128);  // whole panels: 128 + 80
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(128, 64) == 64 * 64 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(80, 64) == 64 * 64 * 4);
+  // At 128 rows a step a consumer stages a 64-row block of every column.
+  CHECK(b::bwd_dkdv_sm90_dq_rows_split(128));
+  CHECK(b::bwd_dkdv_sm90_dq_cols(48, 128) == 48);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128) == 64 * 48 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128) == 2 * 128 * 128 * 2 + 2 * 64 * 48 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
   const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
   CHECK(p.shared_bytes ==
