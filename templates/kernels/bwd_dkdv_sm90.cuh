@@ -101,10 +101,20 @@ struct Sm90BwdDkDvLayoutOf {
                     (kDqRowsSplit && Cfg::kDkSlice <= 64),
                 "a step is one block of dq_accum, or two (one a consumer, whose dQ product's "
                 "columns lie in one panel of K)");
-  static_assert(budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice,
-                                                         Cfg::kBlockM) <=
-                    budget::kBwdDkDvSm90MaxAccumulatorRegisters,
-                "S^T, dP^T, P^T, dK and dV within a consumer's register budget");
+
+  // dV's product runs while dS^T is computed where the registers hold P^T packed beside S^T,
+  // dP^T, dK and dV in flight; else (the dQ variant's 128-row tile at d49-64) the step waits
+  // for S^T and dP^T both and issues dV's product with dK's once dS^T is computed,
+  // FlashAttention-3's order, with nothing in flight while S^T and dP^T are used.
+  static constexpr bool kDvDuringDs =
+      budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kBlockM) <=
+      budget::kBwdDkDvSm90MaxAccumulatorRegisters;
+  static_assert(kDvDuringDs || (kAccumulateDq && Cfg::kDvSplits == 1 &&
+                                budget::bwd_dkdv_sm90_consumer_registers_dv_after_ds(
+                                    Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kBlockM) <=
+                                    budget::kBwdDkDvSm90MaxAccumulatorRegisters),
+                "S^T, dP^T, P^T, dK and dV within a consumer's register budget, or dV after "
+                "dS^T (the dQ variant, whole columns) and S^T, dP^T, dK and dV within it");
 
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;
@@ -314,7 +324,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     const int m0 = kb.m0(j);
     mbar_wait(sm.full(slot), (j / Cfg::kStages) & 1);
     float s[kQT][4], dp[kQT][4];
-    u32 x[kBM / 16][4];
+    u32 x[kBM / 16][4], xp[kBM / 16][4];  // xp: P^T where dV's product follows dS^T
     wgmma_fence();
     wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16>(s, k_rows, L::kKPanelBytes, sm.q(slot),
                                              L::kQPanelBytes);
@@ -322,40 +332,61 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     wgmma_ss_k_major<kBM, Cfg::kDvPad / 16>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot),
                                             L::kQPanelBytes);
     wgmma_commit();
-    wgmma_wait<1>();  // S^T has landed; dP^T is in flight
+    wgmma_wait<L::kDvDuringDs ? 1 : 0>();  // S^T has landed (dP^T may be in flight)
 
     if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
       mask_scores_transposed<Cfg, kDq>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
                                        kb.seq.seqlen_k);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
-#pragma unroll
-    for (int t = 0; t < kQT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = t * 8 + (lane % 4) * 2 + e % 2;
-        s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
-      }
-    pack_k16_steps<Element>(x, s);
-    if (dv_cols > 0) {
-      wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(
-          acc_dv, x, sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
-      wgmma_commit();
-      wgmma_wait<1>();  // dP^T has landed; dV's product may still run
-    } else {
-      wgmma_wait<0>();  // dP^T has landed
-    }
-    if (dk_cols > 0) {
+    const u32 dv_panel = sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes;
+    if constexpr (L::kDvDuringDs) {
 #pragma unroll
       for (int t = 0; t < kQT; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = t * 8 + (lane % 4) * 2 + e % 2;
-          dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
+          s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
         }
-      wgmma_wait<0>();  // dV's product is done with x
-      pack_k16_steps<Element>(x, dp);
+      pack_k16_steps<Element>(x, s);
+      if (dv_cols > 0) {
+        wgmma_fence();
+        wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, x, dv_panel, L::kQPanelBytes);
+        wgmma_commit();
+        wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+      } else {
+        wgmma_wait<0>();  // dP^T has landed
+      }
+      if (dk_cols > 0) {
+#pragma unroll
+        for (int t = 0; t < kQT; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = t * 8 + (lane % 4) * 2 + e % 2;
+            dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
+          }
+        wgmma_wait<0>();  // dV's product is done with x
+        pack_k16_steps<Element>(x, dp);
+      }
+    } else {
+      // P^T and dS^T a k16 step at a time, each packed at once, so that S^T's and dP^T's
+      // registers free as the pass goes; then dV's product (dK's follows).
+#pragma unroll
+      for (int t = 0; t < kQT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = t * 8 + (lane % 4) * 2 + e % 2;
+          s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
+          dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
+          if (t % 2 == 1 && e == 3) {
+            pack_k16_step<Element>(xp[t / 2], s[t - 1], s[t]);
+            pack_k16_step<Element>(x[t / 2], dp[t - 1], dp[t]);
+          }
+        }
+      wgmma_fence();
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, xp, dv_panel, L::kQPanelBytes);
+    }
+    if (dk_cols > 0) {
       if constexpr (kDq) {
         // Both consumers' dS^T in the buffer; the other's products of two steps ago, which
         // read it, are done (each passes here only after waiting for its own), and so are

@@ -138,6 +138,12 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_sl
                                                          int block_m) {
   return (dk_slice + dv_slice) / 2 + block_m + block_m / 4;
 }
+// With dV's product issued after dS^T is computed (FlashAttention-3's order) P^T is packed
+// only once S^T is used up: S^T, dP^T, dK and dV.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers_dv_after_ds(int dk_slice, int dv_slice,
+                                                                     int block_m) {
+  return (dk_slice + dv_slice) / 2 + block_m;
+}
 enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
 
 // ---- bwd_dq_sm90: Q and dO of the CTA's 128 rows, then a kStages ring of K and V tiles, in

@@ -43,16 +43,21 @@ __device__ __forceinline__ void wgmma_ss_mn_major(float (&d)[N / 8][4], u32 a, i
                     smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), t > 0);
 }
 
+// Two n8 tiles of an accumulator as one k16 step of wgmma's RS A operand.
+template <class Element>
+__device__ __forceinline__ void pack_k16_step(u32 (&x)[4], const float (&a)[4],
+                                              const float (&b)[4]) {
+  x[0] = Element::pack(a[0], a[1]);
+  x[1] = Element::pack(a[2], a[3]);
+  x[2] = Element::pack(b[0], b[1]);
+  x[3] = Element::pack(b[2], b[3]);
+}
+
 // An accumulator of kTiles n8 tiles as wgmma's RS A operand: k16 step t is tiles 2t and 2t+1.
 template <class Element, int kTiles>
 __device__ __forceinline__ void pack_k16_steps(u32 (&x)[kTiles / 2][4], const float (&s)[kTiles][4]) {
 #pragma unroll
-  for (int t = 0; t < kTiles / 2; ++t) {
-    x[t][0] = Element::pack(s[2 * t][0], s[2 * t][1]);
-    x[t][1] = Element::pack(s[2 * t][2], s[2 * t][3]);
-    x[t][2] = Element::pack(s[2 * t + 1][0], s[2 * t + 1][1]);
-    x[t][3] = Element::pack(s[2 * t + 1][2], s[2 * t + 1][3]);
-  }
+  for (int t = 0; t < kTiles / 2; ++t) pack_k16_step<Element>(x[t], s[2 * t], s[2 * t + 1]);
 }
 
 }  // namespace fj

@@ -44,7 +44,9 @@ void check_space(const Spec& spec, const std::string& target) {
     // The plan of a TMA-loadable, 16-byte aligned call takes them as they are.
     const rt::OperationPlan plan = rt::plan_backward(spec, target, {}, &t);
     CHECK(plan.launches[1].tiles == t.dkdv);
-    CHECK(plan.launches[2].tiles == t.dq);
+    // An untunable dQ step (the dQ variant's conversion) plans its one tiling.
+    CHECK(plan.launches[2].tiles ==
+          (t.dq.is_auto() ? rt::plan_backward(spec, target, {}).launches[2].tiles : t.dq));
   }
   for (const PrunedTiles& p : space.pruned) {
     CHECK_FALSE(p.reason.empty());
@@ -80,14 +82,18 @@ TEST_CASE("autotune backward: the deterministic sm90 kernels tune the dK/dV quer
     }
 }
 
-TEST_CASE("autotune backward: the dQ-accumulating kernel has its one tiling, and dQ's "
-          "conversion none") {
+TEST_CASE("autotune backward: the dQ-accumulating kernel tunes its query step, and dQ's "
+          "conversion nothing") {
   const BackwardCandidateSpace space = backward_candidate_space(spec_of(64, 64, false), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_dq_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_convert");
-  CHECK(space.candidates.size() == 1);
-  CHECK(space.first_dq == 1);
+  REQUIRE(space.candidates.size() == 2);
+  CHECK(space.first_dq == 2);
+  CHECK(space.candidates[0].dkdv == Tiles{128, 128, 12, 2});
+  CHECK(space.candidates[1].dkdv == Tiles{64, 128, 12, 2});
   CHECK(space.candidates.front().dq.is_auto());
+  // d128 has the 64-row tiling alone.
+  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 1);
   // d256's dK and dV do not fit one CTA beside a 64-row tile: the two deterministic kernels
   // serve it, with their grids.
   const BackwardCandidateSpace d256 = backward_candidate_space(spec_of(256, 256, false), "sm_90a");

@@ -235,11 +235,12 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
 
 TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit whole beside a "
           "64-row tile accumulate dQ in the dK/dV kernel, then convert it") {
-  // 128 query rows a step where the registers hold S^T and dP^T of 128 beside dK and dV
-  // (head dims up to 48), else 64.
-  for (const auto& [dqk, dv, block_m] : {std::tuple{64, 64, 64}, {128, 128, 64}, {72, 72, 64},
-                                         {1, 1, 128}, {48, 48, 128}, {49, 49, 64}, {128, 64, 64},
-                                         {32, 64, 128}}) {
+  // 128 query rows a step where the registers hold S^T and dP^T of 128 beside dK and dV, dQ's
+  // columns lie in one panel of K and shared memory holds the tiles (64/96's two panels of dO
+  // a slot do not), else 64.
+  for (const auto& [dqk, dv, block_m] : {std::tuple{64, 64, 128}, {128, 128, 64}, {72, 72, 64},
+                                         {1, 1, 128}, {48, 48, 128}, {49, 49, 128}, {128, 64, 64},
+                                         {32, 64, 128}, {64, 96, 64}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
     REQUIRE(op.launches.size() == 3);
