@@ -265,13 +265,13 @@ __device__ __forceinline__ void store_ds_transposed(u32 ds, int panel_bytes,
 // kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K over the CTA's keys
 // (wgmma SS from the dS^T panel `ds` and K, both MN-major). Once the products are done and
 // the slot is released, the tile goes to `stage` in its block's order and the warp group's
-// first thread adds it to dq_accum at `dq_share` with one bulk reduction (none where
-// dq_share is null: rows past the sequence end, columns past the head dim). The next step
-// writes `stage` only after that thread has waited for this read (at the dS^T barrier).
+// first thread adds it to dq_accum at `dq_share` with one bulk reduction where it `adds`.
+// The next step writes `stage` only after that thread has waited for this read (at the dS^T
+// barrier).
 template <class Cfg, int N, int kCol0>
 __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u32 stage,
                                                     u32 staged_barrier, float* dq_share,
-                                                    int warp, int lane) {
+                                                    bool adds, int warp, int lane) {
   using L = Sm90BwdDkDvDqLayout<Cfg>;
   float acc[N / 8][4];
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
@@ -291,7 +291,7 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u3
   fence_proxy_async_shared();
   named_sync(staged_barrier, 128);
   if (warp != 0 || lane != 0) return;
-  if (dq_share != nullptr) bulk_reduce_add_f32(dq_share, stage, kDqTileRows * N * 4);
+  if (adds) bulk_reduce_add_f32(dq_share, stage, kDqTileRows * N * 4);
   bulk_commit();
 }
 
@@ -407,25 +407,27 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         const int dq_m0 = L::kDqRowsSplit ? m0 + c * kDqTileRows : m0;
         const int share_col0 = dk_col0 + (L::kDqRowsSplit || c == 0 ? 0 : L::kDqCols0);
         float* dq_share =
-            share_col0 < Cfg::kDqkPad && dq_m0 < kb.seq.seqlen_q
-                ? p.dq_accum +
-                      (dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0) *
-                           (Cfg::kDvSplits * Cfg::kDkSlice) +
-                       share_col0) * kDqTileRows
-                : nullptr;
+            p.dq_accum +
+            (dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0) *
+                 (Cfg::kDvSplits * Cfg::kDkSlice) +
+             share_col0) * kDqTileRows;
+        // Nothing to add past the padded head dim (the last split's share) or, at 128 rows a
+        // step, past the sequence (a block no sequence owns may not exist).
+        const bool adds =
+            share_col0 < Cfg::kDqkPad && (!L::kDqRowsSplit || dq_m0 < kb.seq.seqlen_q);
         const u32 ds = sm.ds(j % L::kDsBuffers);
         const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
         const u32 stage = sm.dq_stage(c), staged = kDqStagedBarrier + c;
         if constexpr (L::kDqRowsSplit)
           finish_step_with_dq<Cfg, Cfg::kDkSlice, 0>(ds + c * L::kDsPanelBytes, k_cols,
                                                      sm.empty(slot), stage, staged, dq_share,
-                                                     warp, lane);
+                                                     adds, warp, lane);
         else if (c == 0)
           finish_step_with_dq<Cfg, L::kDqCols0, 0>(ds, k_cols, sm.empty(slot), stage, staged,
-                                                   dq_share, warp, lane);
+                                                   dq_share, adds, warp, lane);
         else
           finish_step_with_dq<Cfg, L::kDqCols1, L::kDqCols0>(ds, k_cols, sm.empty(slot), stage,
-                                                             staged, dq_share, warp, lane);
+                                                             staged, dq_share, adds, warp, lane);
         continue;
       }
       wgmma_commit();
