@@ -1,12 +1,14 @@
 """The backward rows of issue 15 (`compare.py --backward`): per shape, flashjit's backward
 through the C ABI beside PyTorch SDPA's cuDNN, FlashAttention-2 and memory-efficient
 backwards, in one run on the same inputs, each timed alone (the forward that made O and LSE,
-or the autograd graph, is outside the timing). flashjit's forward time is in the row too.
-Gradients of flashjit and of each PyTorch backend are checked against fp32 autograd on three
-sampled heads, and the run starts with bench/grad_check.py's spot check. See bench/README.md
-(Backward)."""
+or the autograd graph, is outside the timing). flashjit's forward time is in the row too, and
+(unless --no-deterministic) the backward of the kernel whose spec asks for
+`backward: {deterministic: true}`. Gradients of flashjit and of each PyTorch backend are
+checked against fp32 autograd on three sampled heads, and the run starts with
+bench/grad_check.py's spot check. See bench/README.md (Backward)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -25,6 +27,8 @@ GRAD_ERROR_FLOOR = 2.0 ** -8
 # The first calls run on these small inputs (the shapes' heads and head dims, hence the same
 # alignment variants) in a thread pool, so that NVRTC compiles the kernels in parallel.
 COMPILE_SEQLEN = 128
+# The row entries of flashjit's kernels: the default spec's, and the deterministic one's.
+FLASHJIT_ENTRIES = ("flashjit", "deterministic")
 
 
 def log(message: str) -> None:
@@ -61,15 +65,25 @@ class FlashjitCall:
 
 # ---------------------------------------------------------------- the first calls
 
-def _first_calls(torch, fj, runtime, shape: grid_lib.Shape) -> tuple:
-    """(kernel or None, info): the kernel of `shape` after one forward and one backward on
-    small inputs; info holds the wall ms of both, or the error of the one that failed."""
+def kernel_keys(shape: grid_lib.Shape, deterministic: bool) -> dict:
+    """{row entry: kernel key} of the flashjit kernels a row measures: the default spec's, and
+    with `deterministic` the same spec asking for the deterministic backward."""
+    keys = {"flashjit": shape.kernel_key}
+    if deterministic:
+        keys["deterministic"] = dataclasses.replace(shape.kernel_key, deterministic=True)
+    return keys
+
+
+def _first_calls(torch, fj, runtime, key: grid_lib.KernelKey, shape: grid_lib.Shape) -> tuple:
+    """(kernel or None, info): the kernel of `key` after one forward and one backward on
+    small inputs of `shape`'s heads; info holds the wall ms of both, or the error of the one
+    that failed."""
     dt = _dtype(torch, shape.dtype)
     h, s = shape.heads, COMPILE_SEQLEN
     q, k = (torch.randn(1, s, h, shape.dqk, dtype=dt, device="cuda") for _ in range(2))
     v, d_o = (torch.randn(1, s, h, shape.dv, dtype=dt, device="cuda") for _ in range(2))
     try:
-        kernel = runtime.kernel(shape.kernel_key.spec_yaml())
+        kernel = runtime.kernel(key.spec_yaml())
     except fj.FlashjitError as e:
         return None, {"error": str(e)}
     info = {}
@@ -92,15 +106,18 @@ def _first_calls(torch, fj, runtime, shape: grid_lib.Shape) -> tuple:
     return kernel, info
 
 
-def prepare_kernels(torch, fj, runtime, shapes: list, workers: int) -> tuple[dict, dict]:
-    """({kernel key: kernel}, {kernel key: first-call info}) for every shape's kernel, the
-    first calls made in a thread pool (ctypes releases the GIL: NVRTC runs in parallel)."""
+def prepare_kernels(torch, fj, runtime, shapes: list, workers: int,
+                    deterministic: bool) -> tuple[dict, dict]:
+    """({kernel key: kernel}, {kernel key: first-call info}) for every shape's kernels
+    (kernel_keys), the first calls made in a thread pool (ctypes releases the GIL: NVRTC runs
+    in parallel)."""
     firsts = {}
     for shape in shapes:
-        firsts.setdefault(shape.kernel_key, shape)
+        for key in kernel_keys(shape, deterministic).values():
+            firsts.setdefault(key, shape)
     kernels, info = {}, {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        calls = {key: pool.submit(_first_calls, torch, fj, runtime, shape)
+        calls = {key: pool.submit(_first_calls, torch, fj, runtime, key, shape)
                  for key, shape in firsts.items()}
         for done, (key, future) in enumerate(calls.items(), 1):
             kernel, info[key] = future.result()
@@ -165,6 +182,25 @@ def new_row(shape: grid_lib.Shape) -> dict:
             "flops": grid_lib.backward_flops(shape), "flashjit": {}, "torch": {}}
 
 
+def _time_backward(torch, timing, fj, kernel, call: FlashjitCall, entry: dict, flops: int):
+    """Times `call`'s backward alone into `entry`, its O and LSE already written; returns
+    (dq, dk, dv) or None."""
+    try:
+        backward = call.backward()
+        start = time.perf_counter()
+        backward()  # may compile a variant the small first call did not need
+        torch.cuda.synchronize()
+        entry["first_ms"] = (time.perf_counter() - start) * 1e3
+        ms = timing.median_ms(backward)
+        entry["ms"] = ms
+        entry["tflops"] = flops / ms / 1e9
+        entry["variants"] = len(kernel.reports()["reports"])
+    except fj.FlashjitError as e:
+        entry["error"] = str(e)
+        return None
+    return call.grads
+
+
 def _run_flashjit(torch, timing, fj, kernel, row: dict, q, k, v, d_o, scale: float):
     """Times flashjit's forward, then its backward alone; returns (dq, dk, dv) or None."""
     fjrow = row["flashjit"]
@@ -178,23 +214,28 @@ def _run_flashjit(torch, timing, fj, kernel, row: dict, q, k, v, d_o, scale: flo
     except fj.FlashjitError as e:
         fjrow["error"] = f"forward: {e}"
         return None
-    try:  # the timed forwards left O and LSE of these inputs: the backward's inputs
-        backward = call.backward()
-        start = time.perf_counter()
-        backward()  # may compile a variant the small first call did not need
-        torch.cuda.synchronize()
-        fjrow["first_ms"] = (time.perf_counter() - start) * 1e3
-        ms = timing.median_ms(backward)
-        fjrow["ms"] = ms
-        fjrow["tflops"] = row["flops"] / ms / 1e9
-        fjrow["variants"] = len(kernel.reports()["reports"])
+    # The timed forwards left O and LSE of these inputs: the backward's inputs.
+    return _time_backward(torch, timing, fj, kernel, call, fjrow, row["flops"])
+
+
+def _run_deterministic(torch, timing, fj, kernel, row: dict, q, k, v, d_o, scale: float):
+    """Times the deterministic kernel's backward alone, as _run_flashjit times the default's,
+    after one untimed forward of its own (the forward ignores the backward's field) wrote O
+    and LSE; returns (dq, dk, dv) or None."""
+    entry = row["deterministic"]
+    call = FlashjitCall(torch, kernel, q, k, v, d_o, scale)
+    try:
+        call.forward()
     except fj.FlashjitError as e:
-        fjrow["error"] = str(e)
+        entry["error"] = f"forward: {e}"
         return None
-    return call.grads
+    return _time_backward(torch, timing, fj, kernel, call, entry, row["flops"])
 
 
-def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed: int) -> dict:
+def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernels: dict,
+              seed: int) -> dict:
+    """One row; `kernels` maps each flashjit entry the row measures (kernel_keys) to its
+    kernel, None where it has none (the caller records why)."""
     row = new_row(shape)
     dt = _dtype(torch, shape.dtype)
     b, s, h = shape.batch, shape.seqlen, shape.heads
@@ -206,10 +247,13 @@ def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed:
 
     q, k, v, d_o = randn(shape.dqk), randn(shape.dqk), randn(shape.dv), randn(shape.dv)
     grads = {}
-    if kernel is not None:
-        got = _run_flashjit(torch, timing, fj, kernel, row, q, k, v, d_o, scale)
-        if got is not None:
-            grads["flashjit"] = got
+    runners = {"flashjit": _run_flashjit, "deterministic": _run_deterministic}
+    for name, kernel in kernels.items():
+        row.setdefault(name, {})  # "deterministic" is in the rows of runs that measure it
+        if kernel is not None:
+            got = runners[name](torch, timing, fj, kernel, row, q, k, v, d_o, scale)
+            if got is not None:
+                grads[name] = got
     # The grid's seqlen_q == seqlen_k: SDPA's top-left is_causal equals bottom-right causal.
     from torch.nn.attention import SDPBackend
     members = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
@@ -224,14 +268,16 @@ def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed:
         errors = reference.check_grads_heads(q, k, v, d_o, scale, shape.causal, grads)
         row["reference_max"] = errors.pop("reference")
         for name, err in errors.items():
-            (row["flashjit"] if name == "flashjit" else row["torch"][name])["err"] = err
+            (row[name] if name in FLASHJIT_ENTRIES else row["torch"][name])["err"] = err
     return row
 
 
-def failed_row(shape: grid_lib.Shape, error: Exception) -> dict:
+def failed_row(shape: grid_lib.Shape, error: Exception, names) -> dict:
+    """The row of a shape that raised: each flashjit entry of `names` says so."""
     row = new_row(shape)
-    row["flashjit"]["error"] = (f"shape aborted: {type(error).__name__}: "
-                                f"{str(error).splitlines()[0]}")
+    message = f"shape aborted: {type(error).__name__}: {str(error).splitlines()[0]}"
+    for name in names:
+        row[name] = {"error": message}
     return row
 
 
@@ -245,8 +291,32 @@ def _target_ratio(target: grid_lib.Target, fj: float, timed: dict) -> float | No
     return fj / base if base else None
 
 
+def _grads_ok(err: dict, row: dict) -> bool:
+    """The row's error flag rule (GRAD_ERROR_FACTOR, GRAD_ERROR_FLOOR) on one gradient set."""
+    torch_errs = [e["err"] for e in row["torch"].values() if "err" in e]
+    return all(
+        err[n] <= max(GRAD_ERROR_FACTOR * min((t[n] for t in torch_errs), default=0.0),
+                      GRAD_ERROR_FLOOR * row["reference_max"][n])
+        for n in err)
+
+
+def _summarize_deterministic(row: dict, shape: grid_lib.Shape) -> None:
+    """The deterministic entry's error flag (False where it ran but was not checked: only a
+    passed check counts), its ratio to the default and, on the 16k rows, its target."""
+    det = row["deterministic"]
+    if "tflops" in det:
+        det["check_ok"] = "err" in det and _grads_ok(det["err"], row)
+    fj = row["flashjit"].get("tflops")
+    ratio = det["tflops"] / fj if fj and "tflops" in det else None
+    row["ratio_deterministic"] = ratio
+    if grid_lib.deterministic_target_applies(shape):
+        row["deterministic_target"] = {
+            "describe": grid_lib.DETERMINISTIC_TARGET, "got": ratio,
+            "met": ratio is not None and ratio >= grid_lib.DETERMINISTIC_FACTOR}
+
+
 def summarize(row: dict, shape: grid_lib.Shape) -> None:
-    """Adds the ratios, issue 15's target verdicts and the gradient error flag to `row`."""
+    """Adds the ratios, issue 15's target verdicts and the gradient error flags to `row`."""
     fj = row["flashjit"].get("tflops")
     timed = {n: e["tflops"] for n, e in row["torch"].items() if "tflops" in e}
     best = max(timed.values(), default=None)
@@ -262,11 +332,9 @@ def summarize(row: dict, shape: grid_lib.Shape) -> None:
         row["targets"] = verdicts
     fj_err = row["flashjit"].get("err")
     if fj_err is not None:
-        torch_errs = [e["err"] for e in row["torch"].values() if "err" in e]
-        row["check_ok"] = all(
-            fj_err[n] <= max(GRAD_ERROR_FACTOR * min((t[n] for t in torch_errs), default=0.0),
-                             GRAD_ERROR_FLOOR * row["reference_max"][n])
-            for n in fj_err)
+        row["check_ok"] = _grads_ok(fj_err, row)
+    if "deterministic" in row:
+        _summarize_deterministic(row, shape)
 
 
 def progress(i: int, n: int, row: dict, elapsed: float) -> str:
@@ -279,10 +347,37 @@ def progress(i: int, n: int, row: dict, elapsed: float) -> str:
     torch_part = " ".join(
         f"{n} {e['tflops']:.0f}" if "tflops" in e else f"{n} {'OOM' if e.get('oom') else '-'}"
         for n, e in row["torch"].items())
-    return f"[{i}/{n}] {row['label']}: {head} | {torch_part} | {elapsed:.0f} s"
+    return (f"[{i}/{n}] {row['label']}: {head}{_deterministic_progress(row)} | {torch_part} "
+            f"| {elapsed:.0f} s")
+
+
+def _deterministic_progress(row: dict) -> str:
+    det = row.get("deterministic")
+    if det is None:
+        return ""
+    if "tflops" not in det:
+        return f"; det {det.get('error', 'not run').splitlines()[0][:100]}"
+    ratio = f" ({row['ratio_deterministic']:.2f}x)" if row.get("ratio_deterministic") else ""
+    return f"; det {det['tflops']:.0f} TF/s{ratio}"
 
 
 # ---------------------------------------------------------------- the run
+
+def _deterministic_problems(rows: list[dict]) -> list[str]:
+    """What fails the run about the deterministic kernel: a row whose gradients did not pass
+    the check (failed, or not checked), or a row it did not run on."""
+    dets = [r["deterministic"] for r in rows]
+    served = [d for d in dets if "tflops" in d]
+    failed = [d for d in served if not d.get("check_ok")]
+    problems = []
+    if failed:
+        problems.append(f"the deterministic backward's gradients are over the error bound or "
+                        f"unchecked on {len(failed)} row(s)")
+    if len(served) < len(dets):
+        problems.append(f"flashjit's deterministic backward ran on {len(served)} of "
+                        f"{len(dets)} rows")
+    return problems
+
 
 def run(torch, fj, lib, args) -> int:
     """The whole backward benchmark; returns compare.py's exit status."""
@@ -298,8 +393,10 @@ def run(torch, fj, lib, args) -> int:
     log(f"[backward] {len(shapes)} shapes, {torch.cuda.get_device_name(0)}, flashjit "
         f"{lib.version()} from {args.lib}")
     runtime = fj.Runtime(lib)
+    deterministic = not args.no_deterministic
     try:
-        kernels, first_calls = prepare_kernels(torch, fj, runtime, shapes, args.workers)
+        kernels, first_calls = prepare_kernels(torch, fj, runtime, shapes, args.workers,
+                                               deterministic)
     except RuntimeError as e:  # a first launch faulted: the CUDA context is lost
         log(f"[backward] the first calls failed, nothing can be measured: {e}")
         return 1
@@ -308,20 +405,24 @@ def run(torch, fj, lib, args) -> int:
     rows = []
     try:
         for i, shape in enumerate(shapes, 1):
-            key = shape.kernel_key
+            keys = kernel_keys(shape, deterministic)
             fatal = None
             try:
-                row = run_shape(torch, timing, reference, fj, shape, kernels.get(key),
+                row = run_shape(torch, timing, reference, fj, shape,
+                                {name: kernels.get(key) for name, key in keys.items()},
                                 args.seed + i)
             except Exception as e:  # one shape's failure is reported in its row, not a crash
-                row = failed_row(shape, e)
+                row = failed_row(shape, e, keys)
                 if isinstance(e, torch.cuda.OutOfMemoryError):
                     torch.cuda.empty_cache()
                 elif "CUDA error" in str(e):
                     fatal = e  # a launch fault poisons the context: every later shape fails
-            if key not in kernels:
-                row["flashjit"].setdefault("error", first_calls[key].get("error", "no kernel"))
-            row["first_calls"] = first_calls[key]
+            for name, key in keys.items():
+                if key not in kernels:
+                    row[name].setdefault("error", first_calls[key].get("error", "no kernel"))
+            row["first_calls"] = first_calls[keys["flashjit"]]
+            if deterministic:
+                row["deterministic"]["first_calls"] = first_calls[keys["deterministic"]]
             summarize(row, shape)
             rows.append(row)
             log(progress(i, len(shapes), row, time.perf_counter() - start))
@@ -350,6 +451,8 @@ def run(torch, fj, lib, args) -> int:
         problems.append(f"flashjit's gradients are over the error bound on {len(failed)} row(s)")
     if len(served) < len(rows):
         problems.append(f"flashjit's backward ran on {len(served)} of {len(rows)} rows")
+    if deterministic:
+        problems += _deterministic_problems(rows)
     if problems:
         log(f"[backward] FAILED: {'; '.join(problems)} (the Notes section says why)")
         return 1

@@ -63,9 +63,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--backward", action="store_true",
                    help="run the backward rows (issue 15, bench/backward.py) instead of the "
                         "grid: bf16, 16k tokens and the 23,400-token series, flashjit's "
-                        "backward beside SDPA's cuDNN, FA2 and efficient backwards; --dims, "
-                        "--seqlens and --quick replace its head dims and seqlen (and drop "
-                        "the long series)")
+                        "default and deterministic backwards beside SDPA's cuDNN, FA2 and "
+                        "efficient backwards; --dims, --seqlens and --quick replace its head "
+                        "dims and seqlen (and drop the long series)")
+    p.add_argument("--no-deterministic", action="store_true",
+                   help="with --backward: leave out the kernels whose spec asks for "
+                        "backward: {deterministic: true} (their columns and issue 15's "
+                        "deterministic target), for quick runs")
     p.add_argument("--decode", action="store_true",
                    help="run the decode rows (issue 16, bench/decode.py) instead: new query "
                         "rows against long dense and paged KV caches beside SDPA's backends, "
@@ -77,6 +81,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if sum((args.masks, args.backward, args.decode)) > 1:
         p.error("--masks, --backward and --decode are separate runs: pick one")
+    if args.no_deterministic and not args.backward:
+        p.error("--no-deterministic goes with --backward")
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     for d in args.dtypes:
         if d not in ("bf16", "fp16"):

@@ -187,9 +187,23 @@ def _best_torch_errors(row: dict) -> dict | None:
     return row["torch"][best].get("err") if best else None
 
 
+def _deterministic_cells(row: dict) -> list[str]:
+    """det TFLOP/s (✗ unless its gradients passed the check) and det / default."""
+    det = row["deterministic"]
+    if "tflops" not in det:
+        return ["error", ""]
+    mark = "" if det.get("check_ok") else " ✗"
+    return [f"{det['tflops']:.0f}{mark}", _ratio(row.get("ratio_deterministic"))]
+
+
 def backward_table(rows: list[dict]) -> str:
+    """The rows; the deterministic columns only where the run measured that kernel (not with
+    --no-deterministic)."""
+    deterministic = any("deterministic" in r for r in rows)
     head = ("| dqk/dv | seqlen | causal | B×H | flashjit fwd TFLOP/s | flashjit bwd ms "
-            "| flashjit bwd TFLOP/s | cudnn | flash | efficient | vs best | vs cuDNN "
+            "| flashjit bwd TFLOP/s "
+            f"{'| det TFLOP/s | det / default ' if deterministic else ''}"
+            "| cudnn | flash | efficient | vs best | vs cuDNN "
             "| max err dQ / dK / dV (best torch) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -205,6 +219,8 @@ def backward_table(rows: list[dict]) -> str:
         torch_err = _grad_errors(_best_torch_errors(r))
         if torch_err:
             err += f" ({torch_err})"
+        if deterministic:
+            backward += _deterministic_cells(r)
         cells = [dims, str(r["seqlen"]), "yes" if r["causal"] else "no",
                  f"{r['batch']}×{r['heads']}", forward, *backward,
                  *(_tflops(r["torch"].get(b)) for b in BACKWARD_BACKENDS),
@@ -213,13 +229,32 @@ def backward_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _deterministic_missed(r: dict) -> str:
+    t = r["deterministic_target"]
+    if t["got"] is not None:
+        got = f"{t['got']:.2f}×"
+    elif "tflops" not in r["deterministic"]:
+        got = "no deterministic backward time"
+    else:
+        got = "no default backward time"
+    return f"- missed: {r['label']}: {t['describe']}, got {got}"
+
+
 def _backward_targets_section(rows: list[dict]) -> list[str]:
     judged = [(r, t) for r in rows for t in r.get("targets", [])]
-    if not judged:
+    # The deterministic rows make one target, "at every head dim": met when every row is.
+    deterministic = [r for r in rows if "deterministic_target" in r]
+    if not judged and not deterministic:
         return []
     missed = [(r, t) for r, t in judged if not t["met"]]
-    lines = [f"**Targets of issue 15** (16k non-causal, the 23,400-token d64 series): "
-             f"{len(judged) - len(missed)} of {len(judged)} met."]
+    det_missed = [r for r in deterministic if not r["deterministic_target"]["met"]]
+    met, total = len(judged) - len(missed), len(judged)
+    scope = "16k non-causal, the 23,400-token d64 series"
+    if deterministic:
+        met, total = met + (not det_missed), total + 1
+        scope += (f"; one target: {deterministic[0]['deterministic_target']['describe']} "
+                  "on every 16k row, causal and not")
+    lines = [f"**Targets of issue 15** ({scope}): {met} of {total} met."]
     for r, t in missed:
         if t["got"] is None:
             got = ("no flashjit backward time" if "tflops" not in r["flashjit"]
@@ -229,6 +264,7 @@ def _backward_targets_section(rows: list[dict]) -> list[str]:
         else:
             got = f"{t['got']:.2f}×"
         lines.append(f"- missed: {r['label']}: {t['describe']}, got {got}")
+    lines += [_deterministic_missed(r) for r in det_missed]
     return lines
 
 
@@ -242,6 +278,7 @@ def _backward_notes(rows: list[dict]) -> list[str]:
             lines.append(f"- flashjit's gradients above the error bound on {r['label']}: "
                          f"dQ / dK / dV {_grad_errors(fj.get('err'))}, largest reference "
                          f"values {_grad_errors(r.get('reference_max'))}")
+        lines += _deterministic_notes(r)
     refusals = {}
     for r in rows:
         for backend, entry in r["torch"].items():
@@ -253,6 +290,25 @@ def _backward_notes(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _deterministic_notes(r: dict) -> list[str]:
+    det = r.get("deterministic", {})
+    lines = []
+    if "error" in det:
+        lines.append(f"- flashjit's deterministic backward failed on {r['label']}: "
+                     f"{det['error']}")
+    if "tflops" in det and not det.get("check_ok"):
+        lines.append(f"- flashjit's deterministic gradients above the error bound on "
+                     f"{r['label']}: dQ / dK / dV {_grad_errors(det.get('err')) or 'unchecked'}"
+                     f", largest reference values {_grad_errors(r.get('reference_max'))}")
+    return lines
+
+
+def _deterministic_legend(rows: list[dict]) -> str:
+    if not any("deterministic" in r for r in rows):
+        return ""
+    return "; det = the same spec with `backward: {deterministic: true}`"
+
+
 def backward_markdown(env: dict, rows: list[dict], spot: list[dict], elapsed_s: float) -> str:
     """The `--backward` run: the spot check against torch autograd, then the rows."""
     import grad_check
@@ -262,8 +318,9 @@ def backward_markdown(env: dict, rows: list[dict], spot: list[dict], elapsed_s: 
            f"torch {env['torch']} (CUDA {env['torch_cuda']}, cuDNN {env['cudnn']}) · "
            f"triton {env['triton']} · whole run {elapsed_s:.0f} s", "",
            f"Timing: {env['timing']}, of the backward alone. Backward TFLOP/s count 2.5 × "
-           "the forward's FLOPs (DESIGN.md); — = the backend refuses the shape. See "
-           "bench/README.md (Backward) for every column.", "",
+           "the forward's FLOPs (DESIGN.md); — = the backend refuses the shape"
+           f"{_deterministic_legend(rows)}. See bench/README.md (Backward) for every column.",
+           "",
            "## Spot check against torch autograd (fp32)", ""]
     out += [f"- {grad_check.describe(r)}" for r in spot] + [""]
     out += ["## bf16", "", backward_table(rows), ""]
