@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "generator/bwd_sm90_source.h"
 #include "generator/plan.h"
 
@@ -12,9 +10,11 @@ namespace {
 
 // Preferred first: the most query rows a step the consumers' registers hold beside dK and dV
 // (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
-// 112 and 128 rows fit at d64 but leave ptxas too few registers and ran slower than 96),
-// two ring slots; one slot where shared memory is short.
+// 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96; 128 rows take
+// dV's product after dS^T there, budget::bwd_dkdv_sm90_dv_after_ds), two ring slots; one slot
+// where shared memory is short.
 constexpr Tiles kPreferred[] = {
+    {128, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {96, kBwdSm90BlockN, kBwdSm90Warps, 2}, {80, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {64, kBwdSm90BlockN, kBwdSm90Warps, 2}, {48, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {32, kBwdSm90BlockN, kBwdSm90Warps, 2}, {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
@@ -56,10 +56,8 @@ int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
       fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m, t.block_n));
 }
 
-// The rules both variants share, for the column split `split` and a consumer thread's
-// accumulator registers at these tiles.
-std::string common_tiles_problem(const PaddedDims& dims, const Tiles& t, const ColumnSplit& split,
-                                 int registers) {
+// The rules both variants share, for the column split `split`.
+std::string common_tiles_problem(const PaddedDims& dims, const Tiles& t, const ColumnSplit& split) {
   if (t.block_n != kBwdSm90BlockN || t.warps != kBwdSm90Warps)
     return fmt::format("the warp-specialised dK/dV kernel runs block_n {} with {} warps (a "
                        "producer and two consumer warp groups), not block_n {} with {}",
@@ -70,6 +68,8 @@ std::string common_tiles_problem(const PaddedDims& dims, const Tiles& t, const C
   if (split.dk_slice > 256 || split.dv_slice > 256)
     return fmt::format("dK/dV slices {}/{} exceed the wgmma N of 256", split.dk_slice,
                        split.dv_slice);
+  const int registers = fj::budget::bwd_dkdv_sm90_step_registers(split.dk_slice, split.dv_slice,
+                                                                 split.splits, t.block_m);
   if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a consumer thread (more than {} spills)",
                        registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
@@ -87,14 +87,7 @@ std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
     return fmt::format("head dims {}/{} (padded) split the dK/dV columns, and each split would "
                        "recompute S^T and dP^T for its dQ share: the deterministic kernels serve",
                        dims.d_qk_pad, dims.d_v_pad);
-  // The variant issues dV's product after dS^T is computed where P^T packed beside S^T and
-  // dP^T would not fit (kDvDuringDs in the kernel).
-  const int registers = std::min(
-      fj::budget::bwd_dkdv_sm90_consumer_registers(split.dk_slice, split.dv_slice, t.block_m),
-      fj::budget::bwd_dkdv_sm90_consumer_registers_dv_after_ds(split.dk_slice, split.dv_slice,
-                                                               t.block_m));
-  if (std::string problem = common_tiles_problem(dims, t, split, registers); !problem.empty())
-    return problem;
+  if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
   if (fj::budget::bwd_dkdv_sm90_dq_rows_split(t.block_m) && split.dk_slice > 64)
     return fmt::format("block_m {} splits dQ's rows, and its {} columns would cross a panel of K",
                        t.block_m, split.dk_slice);
@@ -178,10 +171,7 @@ std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
     return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
                        "in k16 steps of dK's and dV's products)", t.block_m);
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
-  const int registers =
-      fj::budget::bwd_dkdv_sm90_consumer_registers(split.dk_slice, split.dv_slice, t.block_m);
-  if (std::string problem = common_tiles_problem(dims, t, split, registers); !problem.empty())
-    return problem;
+  if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
   return shared_memory_problem(shared_bytes(dims, t), target);
 }
 

@@ -102,19 +102,16 @@ struct Sm90BwdDkDvLayoutOf {
                 "a step is one block of dq_accum, or two (one a consumer, whose dQ product's "
                 "columns lie in one panel of K)");
 
-  // dV's product runs while dS^T is computed where the registers hold P^T packed beside S^T,
-  // dP^T, dK and dV in flight; else (the dQ variant's 128-row tile at d49-64) the step waits
-  // for S^T and dP^T both and issues dV's product with dK's once dS^T is computed,
-  // FlashAttention-3's order, with nothing in flight while S^T and dP^T are used.
-  static constexpr bool kDvDuringDs =
-      budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kBlockM) <=
-      budget::kBwdDkDvSm90MaxAccumulatorRegisters;
-  static_assert(kDvDuringDs || (kAccumulateDq && Cfg::kDvSplits == 1 &&
-                                budget::bwd_dkdv_sm90_consumer_registers_dv_after_ds(
-                                    Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kBlockM) <=
-                                    budget::kBwdDkDvSm90MaxAccumulatorRegisters),
-                "S^T, dP^T, P^T, dK and dV within a consumer's register budget, or dV after "
-                "dS^T (the dQ variant, whole columns) and S^T, dP^T, dK and dV within it");
+  // dV's product runs while dS^T is computed, except at 128-row steps of head dims up to 64
+  // (budget::bwd_dkdv_sm90_dv_after_ds): there the step waits for S^T and dP^T both and
+  // issues dV's product with dK's once dS^T is computed, FlashAttention-3's order, with
+  // nothing in flight while S^T and dP^T are used.
+  static constexpr bool kDvDuringDs = !budget::bwd_dkdv_sm90_dv_after_ds(
+      Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits, Cfg::kBlockM);
+  static_assert(budget::bwd_dkdv_sm90_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
+                                                     Cfg::kDvSplits, Cfg::kBlockM) <=
+                    budget::kBwdDkDvSm90MaxAccumulatorRegisters,
+                "a consumer's accumulators within its register budget");
 
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;

@@ -138,13 +138,25 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_sl
                                                          int block_m) {
   return (dk_slice + dv_slice) / 2 + block_m + block_m / 4;
 }
-// With dV's product issued after dS^T is computed (FlashAttention-3's order) P^T is packed
-// only once S^T is used up: S^T, dP^T, dK and dV.
-FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers_dv_after_ds(int dk_slice, int dv_slice,
-                                                                     int block_m) {
-  return (dk_slice + dv_slice) / 2 + block_m;
-}
 enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
+// 128 query rows a step at head dims up to 64 (whole columns) where P^T packed beside S^T and
+// dP^T would not fit: dV's product is issued after dS^T is computed (FlashAttention-3's
+// order), and P^T is packed only once S^T is used up, so a consumer holds S^T, dP^T, dK and
+// dV. Measured at d64 alone (bench/NOTES.md entry 31); elsewhere dV's product runs while dS^T
+// is computed.
+FJ_BUDGET constexpr bool bwd_dkdv_sm90_dv_after_ds(int dk_slice, int dv_slice, int splits,
+                                                   int block_m) {
+  return splits == 1 && block_m == 128 && dk_slice <= 64 && dv_slice <= 64 &&
+         bwd_dkdv_sm90_consumer_registers(dk_slice, dv_slice, block_m) >
+             kBwdDkDvSm90MaxAccumulatorRegisters;
+}
+// A consumer's accumulator registers in the kernel's order at these tiles.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_step_registers(int dk_slice, int dv_slice, int splits,
+                                                     int block_m) {
+  return bwd_dkdv_sm90_dv_after_ds(dk_slice, dv_slice, splits, block_m)
+             ? (dk_slice + dv_slice) / 2 + block_m
+             : bwd_dkdv_sm90_consumer_registers(dk_slice, dv_slice, block_m);
+}
 
 // ---- bwd_dq_sm90: Q and dO of the CTA's 128 rows, then a kStages ring of K and V tiles, in
 // 128-byte panels, the mbarriers (q_full, then full and empty a slot) and the alignment slack.

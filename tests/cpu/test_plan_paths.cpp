@@ -206,7 +206,15 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
   CHECK(d136.tiles.block_m == 48);
   Spec d64 = spec_of(64, 64);
   d64.deterministic = true;
-  CHECK(rt::plan_backward(d64, "sm_90a", {}).launches[1].tiles.block_m == 96);
+  CHECK(rt::plan_backward(d64, "sm_90a", {}).launches[1].tiles.block_m == 128);
+  // dV's product after dS^T at 128-row steps of head dims up to 64 alone (measured there).
+  CHECK(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 128));
+  CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(48, 48, 1, 128));  // both fit in flight
+  CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(80, 80, 1, 128));
+  CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 96));
+  Spec d72 = spec_of(72, 72);
+  d72.deterministic = true;
+  CHECK(rt::plan_backward(d72, "sm_90a", {}).launches[1].tiles.block_m == 96);
   const Plan d192 = rt::plan_backward(spec_of(192, 192), "sm_90a", {}).launches[1];
   CHECK(d192.dv_splits == 2);
   CHECK(d192.dk_slice == 128);
