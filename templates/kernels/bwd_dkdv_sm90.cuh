@@ -337,14 +337,21 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
     const u32 dv_panel = sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes;
+    // Element e of n8 tile t (query column `col` in this lane's registers): S^T into P^T, and
+    // dP^T into dS^T, the same in either step order below.
+    const auto to_p = [&](int t, int e) {
+      const int col = t * 8 + (lane % 4) * 2 + e % 2;
+      s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
+    };
+    const auto to_ds = [&](int t, int e) {
+      const int col = t * 8 + (lane % 4) * 2 + e % 2;
+      dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
+    };
     if constexpr (L::kDvDuringDs) {
 #pragma unroll
       for (int t = 0; t < kQT; ++t)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = t * 8 + (lane % 4) * 2 + e % 2;
-          s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
-        }
+        for (int e = 0; e < 4; ++e) to_p(t, e);
       pack_k16_steps<Element>(x, s);
       if (dv_cols > 0) {
         wgmma_fence();
@@ -358,10 +365,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
 #pragma unroll
         for (int t = 0; t < kQT; ++t)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = t * 8 + (lane % 4) * 2 + e % 2;
-            dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
-          }
+          for (int e = 0; e < 4; ++e) to_ds(t, e);
         wgmma_wait<0>();  // dV's product is done with x
         pack_k16_steps<Element>(x, dp);
       }
@@ -372,9 +376,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       for (int t = 0; t < kQT; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int col = t * 8 + (lane % 4) * 2 + e % 2;
-          s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
-          dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
+          to_p(t, e);
+          to_ds(t, e);
           if (t % 2 == 1 && e == 3) {
             pack_k16_step<Element>(xp[t / 2], s[t - 1], s[t]);
             pack_k16_step<Element>(x[t / 2], dp[t - 1], dp[t]);
