@@ -57,14 +57,13 @@ int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
 }
 
 // The rules both variants share, for the column split `split`.
-std::string common_tiles_problem(const PaddedDims& dims, const Tiles& t, const ColumnSplit& split) {
+std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split) {
   if (t.block_n != kBwdSm90BlockN || t.warps != kBwdSm90Warps)
     return fmt::format("the warp-specialised dK/dV kernel runs block_n {} with {} warps (a "
                        "producer and two consumer warp groups), not block_n {} with {}",
                        kBwdSm90BlockN, kBwdSm90Warps, t.block_n, t.warps);
   if (t.stages != 1 && t.stages != 2)
     return fmt::format("stages {}: the dK/dV kernel's ring has one or two slots", t.stages);
-  if (std::string past = bwd_sm90_head_dims_problem(dims); !past.empty()) return past;
   if (split.dk_slice > 256 || split.dv_slice > 256)
     return fmt::format("dK/dV slices {}/{} exceed the wgmma N of 256", split.dk_slice,
                        split.dv_slice);
@@ -87,7 +86,7 @@ std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
     return fmt::format("head dims {}/{} (padded) split the dK/dV columns, and each split would "
                        "recompute S^T and dP^T for its dQ share: the deterministic kernels serve",
                        dims.d_qk_pad, dims.d_v_pad);
-  if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
+  if (std::string problem = common_tiles_problem(t, split); !problem.empty()) return problem;
   if (fj::budget::bwd_dkdv_sm90_dq_rows_split(t.block_m) && split.dk_slice > 64)
     return fmt::format("block_m {} splits dQ's rows, and its {} columns would cross a panel of K",
                        t.block_m, split.dk_slice);
@@ -171,7 +170,7 @@ std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
     return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
                        "in k16 steps of dK's and dV's products)", t.block_m);
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
-  if (std::string problem = common_tiles_problem(dims, t, split); !problem.empty()) return problem;
+  if (std::string problem = common_tiles_problem(t, split); !problem.empty()) return problem;
   return shared_memory_problem(shared_bytes(dims, t), target);
 }
 

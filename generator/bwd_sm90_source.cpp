@@ -9,8 +9,15 @@
 namespace flashjit::gen {
 
 std::string bwd_sm90_wgmma_source(const Plan& plan, std::initializer_list<int> shapes) {
+  std::set<int> ns;
+  // Products wider than wgmma's N of 256 run as 256-column chunks and the rest
+  // (templates/tile/wgmma_tiles.cuh).
+  for (int n : shapes) {
+    for (; n > 256; n -= 256) ns.insert(256);
+    ns.insert(n);
+  }
   std::string out = "\n// ---- the wgmma shapes this kernel uses\nnamespace fj {\n";
-  for (int n : std::set<int>(shapes)) out += emit_wgmma(plan.spec.dtype, n);
+  for (int n : ns) out += emit_wgmma(plan.spec.dtype, n);
   return out + "}  // namespace fj\n";
 }
 
@@ -24,12 +31,6 @@ std::string bwd_sm90_entry(const Plan& plan, const char* function) {
       "  {}<KernelConfig>(params, &tm_q, &tm_k, &tm_v, &tm_do);\n"
       "}}\n",
       plan.threads, plan.kernel_name, function);
-}
-
-std::string bwd_sm90_head_dims_problem(const PaddedDims& dims) {
-  if (dims.d_qk_pad <= 256 && dims.d_v_pad <= 256) return "";
-  return fmt::format("head dims {}/{} (padded): past 256 the sm80 kernel serves", dims.d_qk_pad,
-                     dims.d_v_pad);
 }
 
 }  // namespace flashjit::gen

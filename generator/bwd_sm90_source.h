@@ -1,5 +1,5 @@
 // What the backward's sm90 paths share: their wgmma shapes and an extern "C" entry taking the
-// parameters and the tensor maps of Q, K, V and dO, and the head dims they serve.
+// parameters and the tensor maps of Q, K, V and dO.
 #pragma once
 
 #include <initializer_list>
@@ -9,12 +9,9 @@
 
 namespace flashjit::gen {
 
-// The Wgmma<N> specialisations for each distinct N of `shapes`.
+// The Wgmma<N> specialisations for each distinct N of `shapes` (N past 256 as its chunks).
 std::string bwd_sm90_wgmma_source(const Plan& plan, std::initializer_list<int> shapes);
 // The entry of a 384-thread kernel calling the device function template `function`.
 std::string bwd_sm90_entry(const Plan& plan, const char* function);
-// Why the sm90 backward kernels cannot take these head dims ("" when they can): past 256
-// (padded) the sm80 kernels serve.
-std::string bwd_sm90_head_dims_problem(const PaddedDims& dims);
 
 }  // namespace flashjit::gen

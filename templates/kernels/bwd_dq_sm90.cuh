@@ -11,7 +11,8 @@
 //       dQ += dS K                               (wgmma RS: dS from the registers, K MN-major)
 //     A tile's dQ product runs while the next tile's S and dP are issued; with one ring slot
 //     the next tile's copy needs that slot, so the product is waited for at the step's end.
-// The whole of dQ stays in registers (head dims up to 256), scaled once at the end.
+// The whole of dQ stays in registers (up to d320, whose product runs as 256 + 64 columns),
+// scaled once at the end.
 //
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice (= kDqkPad: dQ's columns),
 // kBlockM (128), kBlockN (keys a tile), kStages, kVarlen and the causal and window constants.
@@ -58,8 +59,7 @@ struct Sm90BwdDqLayout {
 
   static_assert(Cfg::kBlockM == 2 * kConsumerRows, "two consumer warp groups of 64 rows");
   static_assert(Cfg::kBlockN % 16 == 0 && Cfg::kBlockN <= 256, "wgmma N of S, k16 steps of dS");
-  static_assert(Cfg::kDvSplits == 1 && Cfg::kDkSlice == Cfg::kDqkPad && Cfg::kDkSlice <= 256,
-                "dQ whole, one wgmma N");
+  static_assert(Cfg::kDvSplits == 1 && Cfg::kDkSlice == Cfg::kDqkPad, "dQ whole");
   static_assert(Cfg::kStages >= 1, "a ring slot");
   static_assert(Element::kBytes == 2 && Element::kMmaK == 16, "k16 steps of 16-bit elements");
 };

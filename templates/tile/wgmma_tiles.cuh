@@ -23,13 +23,20 @@ __device__ __forceinline__ void wgmma_ss_k_major(float (&d)[N / 8][4], u32 a, in
 }
 
 // D += X B over kSteps k16 steps: X from registers (pack_k16_steps), B's rows the K dimension
-// and its N columns MN-major from panel address b on.
+// and its N columns MN-major from panel address b on. N past wgmma's 256 runs as 256 columns
+// (four panels) and then the rest.
 template <int N, int kSteps>
 __device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[N / 8][4], const u32 (&x)[kSteps][4],
                                                   u32 b, int b_panel_bytes) {
+  if constexpr (N > 256) {
+    wgmma_rs_mn_major<256, kSteps>(reinterpret_cast<float(&)[32][4]>(d[0]), x, b, b_panel_bytes);
+    wgmma_rs_mn_major<N - 256, kSteps>(reinterpret_cast<float(&)[(N - 256) / 8][4]>(d[32]), x,
+                                       b + 4 * b_panel_bytes, b_panel_bytes);
+  } else {
 #pragma unroll
-  for (int t = 0; t < kSteps; ++t)
-    Wgmma<N>::rs(d, x[t], smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), true);
+    for (int t = 0; t < kSteps; ++t)
+      Wgmma<N>::rs(d, x[t], smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), true);
+  }
 }
 
 // D = A B over kSteps k16 steps, A's 64 rows and B's N columns both MN-major: their K rows

@@ -185,7 +185,7 @@ TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {
 
 namespace flashjit::gen {
 
-TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head dim 256, and "
+TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and V fit, and "
           "split dK/dV columns in 64-column panels where registers run short") {
   Spec deterministic = spec_of(128, 128);
   deterministic.deterministic = true;
@@ -220,9 +220,18 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls up to head 
   CHECK(d192.dk_slice == 128);
   CHECK(d192.dv_slice == 128);
 
-  // Past 256, block masks, calls TMA cannot load and warp_specialization: false take sm80.
-  for (const Spec& s : {spec_of(320, 320), spec_of(128, 512)})
-    CHECK(rt::plan_backward(s, "sm_90a", {}).launches[1].path->id == KernelPath::BwdDkDvSm80);
+  // d320 and 128/512: K and V of 128 keys fit (160 KB) beside one ring slot of 32 rows; d320's
+  // dQ takes the sm90 kernel too. At d512 K and V alone would take 256 KB: sm80. So do block
+  // masks, calls TMA cannot load and warp_specialization: false.
+  for (const Spec& s : {spec_of(320, 320), spec_of(128, 512)}) {
+    const rt::OperationPlan plan = rt::plan_backward(s, "sm_90a", {});
+    CHECK(plan.launches[1].path->id == KernelPath::BwdDkDvSm90);
+    CHECK(plan.launches[1].tiles.stages == 1);
+  }
+  CHECK(rt::plan_backward(spec_of(320, 320), "sm_90a", {}).launches[2].path->id ==
+        KernelPath::BwdDqSm90);
+  CHECK(rt::plan_backward(spec_of(512, 512), "sm_90a", {}).launches[1].path->id ==
+        KernelPath::BwdDkDvSm80);
   Spec block_sparse = spec_of(128, 128);
   block_sparse.mask = MaskKind::BlockSparse;
   block_sparse.block_q = block_sparse.block_k = 128;
@@ -348,8 +357,14 @@ TEST_CASE("plan: the backward's sm90 tiles are checked with reasons") {
         std::string::npos);
   CHECK(bwd_dkdv_sm90_tiles_problem(d128, {80, 128, 12, 2}, "sm_90a").find("registers") !=
         std::string::npos);
-  CHECK(bwd_dkdv_sm90_tiles_problem(padded_dims(spec_of(320, 320)), {32, 128, 12, 1}, "sm_90a")
-            .find("past 256") != std::string::npos);
+  // d320: K and V take 160 KB, so one ring slot of 32 query rows; dQ runs 256 + 64 columns.
+  const PaddedDims d320 = padded_dims(spec_of(320, 320));
+  CHECK(bwd_dkdv_sm90_tiles_problem(d320, {32, 128, 12, 1}, "sm_90a").empty());
+  CHECK(bwd_dkdv_sm90_tiles_problem(d320, {32, 128, 12, 2}, "sm_90a").find("shared memory") !=
+        std::string::npos);
+  CHECK(bwd_dq_sm90_tiles_problem(d320, {128, 32, 12, 1}, "sm_90a").empty());
+  CHECK(bwd_dq_sm90_tiles_problem(d320, {128, 48, 12, 1}, "sm_90a").find("registers") !=
+        std::string::npos);
   CHECK(bwd_dq_sm90_tiles_problem(d128, {128, 96, 12, 2}, "sm_90a").empty());
   CHECK(bwd_dq_sm90_tiles_problem(d128, {128, 128, 12, 2}, "sm_90a").find("registers") !=
         std::string::npos);
