@@ -30,11 +30,15 @@ std::string entry(const Plan& plan) {
 
 }  // namespace
 
+// The fewest splits whose slices, each rounded up to 16 columns, fit kBwdDkDvMaxColumns
+// together (256/512 in three splits would be 96 + 176: ptxas spilled it at 32 rows a step).
 ColumnSplit bwd_dkdv_column_split(const PaddedDims& dims) {
-  const int splits = ceil_div(dims.d_qk_pad + dims.d_v_pad, kBwdDkDvMaxColumns);
-  return {.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 16),
-          .dv_slice = round_up(ceil_div(dims.d_v_pad, splits), 16),
-          .splits = splits};
+  for (int splits = ceil_div(dims.d_qk_pad + dims.d_v_pad, kBwdDkDvMaxColumns);; ++splits) {
+    const ColumnSplit split{.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 16),
+                            .dv_slice = round_up(ceil_div(dims.d_v_pad, splits), 16),
+                            .splits = splits};
+    if (split.dk_slice + split.dv_slice <= kBwdDkDvMaxColumns) return split;
+  }
 }
 
 int bwd_dkdv_accumulator_registers(const ColumnSplit& split, const Tiles& tiles) {
