@@ -12,13 +12,17 @@ namespace {
 // (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
 // 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96; 128 rows take
 // dV's product after dS^T there, budget::bwd_dkdv_sm90_dv_after_ds), two ring slots; one slot
-// where shared memory is short.
+// where shared memory is short. Sixteen rows only where nothing wider fits (d336, d384,
+// 256/512: 14-43% faster than the sm80 kernel's dK/dV there, bench/NOTES.md entry 32), and
+// not tuned elsewhere.
+constexpr Tiles kSixteenRows = {16, kBwdSm90BlockN, kBwdSm90Warps, 1};
 constexpr Tiles kPreferred[] = {
     {128, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {96, kBwdSm90BlockN, kBwdSm90Warps, 2}, {80, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {64, kBwdSm90BlockN, kBwdSm90Warps, 2}, {48, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {32, kBwdSm90BlockN, kBwdSm90Warps, 2}, {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
     {48, kBwdSm90BlockN, kBwdSm90Warps, 1}, {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
+    kSixteenRows,
 };
 // The dQ variant's: 128 queries a step where the registers hold them (head dims up to 64; the
 // consumers split dQ's rows), else 64 (dQ's wgmma M; they split its columns), with two ring
@@ -128,8 +132,10 @@ Tiles default_tiles_with_dq(const Spec& spec, const std::string& target) {
                              "sm90 dK/dV/dQ");
 }
 
-std::vector<Tiles> tuning_grid(const Spec&) {
-  return {std::begin(kPreferred), std::end(kPreferred)};
+std::vector<Tiles> tuning_grid(const Spec& spec) {
+  std::vector<Tiles> grid(std::begin(kPreferred), std::end(kPreferred));
+  if (default_tiles(spec, "sm_90a") != kSixteenRows) grid.pop_back();
+  return grid;
 }
 
 std::vector<Tiles> tuning_grid_with_dq(const Spec&) {

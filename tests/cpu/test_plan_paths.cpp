@@ -232,6 +232,14 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
         KernelPath::BwdDqSm90);
   CHECK(rt::plan_backward(spec_of(512, 512), "sm_90a", {}).launches[1].path->id ==
         KernelPath::BwdDkDvSm80);
+  // Twelve panels (d384, 256/512) fit with 16 query rows a step; fourteen (d448) do not.
+  for (const Spec& s : {spec_of(384, 384), spec_of(256, 512)}) {
+    const Plan dkdv = rt::plan_backward(s, "sm_90a", {}).launches[1];
+    CHECK(dkdv.path->id == KernelPath::BwdDkDvSm90);
+    CHECK(dkdv.tiles.block_m == 16);
+  }
+  CHECK(rt::plan_backward(spec_of(448, 448), "sm_90a", {}).launches[1].path->id ==
+        KernelPath::BwdDkDvSm80);
   Spec block_sparse = spec_of(128, 128);
   block_sparse.mask = MaskKind::BlockSparse;
   block_sparse.block_q = block_sparse.block_k = 128;
