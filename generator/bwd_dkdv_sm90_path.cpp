@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "generator/bwd_sm90_source.h"
 #include "generator/plan.h"
 
@@ -13,7 +15,7 @@ namespace {
 // 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96; 128 rows take
 // dV's product after dS^T there, budget::bwd_dkdv_sm90_dv_after_ds), two ring slots; one slot
 // where shared memory is short. Sixteen rows only where nothing wider fits (d336, d384,
-// 256/512: 14-43% faster than the sm80 kernel's dK/dV there, bench/NOTES.md entry 32), and
+// 256/512: 14-43% less time than the sm80 kernel's dK/dV there, bench/NOTES.md entry 32), and
 // not tuned elsewhere.
 constexpr Tiles kSixteenRows = {16, kBwdSm90BlockN, kBwdSm90Warps, 1};
 constexpr Tiles kPreferred[] = {
@@ -134,7 +136,7 @@ Tiles default_tiles_with_dq(const Spec& spec, const std::string& target) {
 
 std::vector<Tiles> tuning_grid(const Spec& spec) {
   std::vector<Tiles> grid(std::begin(kPreferred), std::end(kPreferred));
-  if (default_tiles(spec, "sm_90a") != kSixteenRows) grid.pop_back();
+  if (default_tiles(spec, "sm_90a") != kSixteenRows) std::erase(grid, kSixteenRows);
   return grid;
 }
 
