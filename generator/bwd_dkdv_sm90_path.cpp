@@ -54,12 +54,20 @@ int shared_bytes(const PaddedDims& dims, const Tiles& t) {
                                                 t.block_m, t.block_n, t.stages, 0);
 }
 
-int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
+// The dQ variants' (`ordered`: in key-block order).
+int dq_variant_shared_bytes(const PaddedDims& dims, const Tiles& t, bool ordered) {
   const ColumnSplit split = bwd_dkdv_dq_sm90_column_split(dims);
   return fj::budget::bwd_dkdv_sm90_shared_bytes(
       dims.element_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
       split.splits, t.block_m, t.block_n, t.stages,
-      fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m, t.block_n));
+      fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m, t.block_n,
+                                         ordered));
+}
+int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
+  return dq_variant_shared_bytes(dims, t, false);
+}
+int shared_bytes_ordered(const PaddedDims& dims, const Tiles& t) {
+  return dq_variant_shared_bytes(dims, t, true);
 }
 
 // The rules both variants share, for the column split `split`.
@@ -81,8 +89,8 @@ std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split) {
   return "";
 }
 
-std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
-                                  const std::string& target) {
+std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
+                                     const std::string& target, bool ordered) {
   if (t.block_m != 64 && t.block_m != 128)
     return fmt::format("block_m {} must be 64 or 128 (dQ's wgmma M, or two of them)", t.block_m);
   if (t.stages != 2)
@@ -101,7 +109,15 @@ std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
   if (dq_cols / 2 > t.block_m)
     return fmt::format("a consumer's {} dQ columns take more registers than S^T and dP^T free",
                        dq_cols);
-  return shared_memory_problem(shared_bytes_with_dq(dims, t), target);
+  return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
+}
+std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
+                                  const std::string& target) {
+  return dq_variant_tiles_problem(dims, t, target, false);
+}
+std::string tiles_problem_ordered(const PaddedDims& dims, const Tiles& t,
+                                  const std::string& target) {
+  return dq_variant_tiles_problem(dims, t, target, true);
 }
 
 // sm_90a, hopper.warp_specialization, tensors TMA can load, no block mask (its transposed walk
@@ -124,6 +140,13 @@ bool serves_with_dq(const Spec& spec, const std::string& target, const CallTrait
          some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq);
 }
 
+// The ordered variant's: the deterministic specs' calls at the dims where it beats the two
+// deterministic kernels.
+bool serves_ordered(const Spec& spec, const std::string& target, const CallTraits& call) {
+  return spec.deterministic && serves_calls(spec, target, call) &&
+         some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_ordered);
+}
+
 Tiles default_tiles(const Spec& spec, const std::string& target) {
   return first_fitting_tiles(kPreferred, spec, target, bwd_dkdv_sm90_tiles_problem,
                              "sm90 dK/dV");
@@ -132,6 +155,11 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
 Tiles default_tiles_with_dq(const Spec& spec, const std::string& target) {
   return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_with_dq,
                              "sm90 dK/dV/dQ");
+}
+
+Tiles default_tiles_ordered(const Spec& spec, const std::string& target) {
+  return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_ordered,
+                             "sm90 dK/dV/dQ (ordered)");
 }
 
 std::vector<Tiles> tuning_grid(const Spec& spec) {
@@ -161,6 +189,9 @@ std::string extra_source_with_dq(const Plan& plan) {
 
 std::string entry(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_sm90"); }
 std::string entry_with_dq(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_dq_sm90"); }
+std::string entry_ordered(const Plan& plan) {
+  return bwd_sm90_entry(plan, "fj::bwd_dkdv_dq_ordered_sm90");
+}
 
 }  // namespace
 
@@ -229,6 +260,32 @@ const KernelPathInfo kBwdDkDvDqSm90Path = {
     .extra_source = extra_source_with_dq,
     .entry = entry_with_dq,
     .accumulates_dq = true,
+};
+
+const KernelPathInfo kBwdDkDvDqOrderedSm90Path = {
+    .id = KernelPath::BwdDkDvDqOrderedSm90,
+    .name = "bwd_dkdv_dq_ordered_sm90",
+    .label = "sm90",
+    .kernel_prefix = "fa_bwd_dkdvdq_ordered",
+    .step = Step::BwdDkDv,
+    .template_file = "kernels/bwd_dkdv_sm90.cuh",
+    .layout = "fj::Sm90BwdDkDvDqOrderedLayout",
+    .persistent_grid = false,
+    .tma_loads = true,
+    .grid_over = GridOver::KeyRows,
+    .serves = serves_ordered,
+    .default_tiles = default_tiles_ordered,
+    .tiles_problem = tiles_problem_ordered,
+    .tiles_in_mask_blocks = false,
+    .column_split = bwd_dkdv_dq_sm90_column_split,
+    .shared_bytes = shared_bytes_ordered,
+    .tuning_grid = tuning_grid_with_dq,
+    .tuning_problem = no_tuning_problem,
+    .tiles_label = ws_tiles_label,
+    .extra_source = extra_source_with_dq,
+    .entry = entry_ordered,
+    .accumulates_dq = true,
+    .orders_dq_adds = true,
 };
 
 }  // namespace flashjit::gen

@@ -1,9 +1,12 @@
 // The bwd_dkdv_sm90 paths: the backward's dK/dV kernel for sm_90a, warp-specialised with TMA,
 // an mbarrier ring and wgmma (templates/kernels/bwd_dkdv_sm90.cuh), for calls TMA can load
-// without a block mask; the others take bwd_dkdv_sm80. Two variants of the kernel:
-//   bwd_dkdv_dq_sm90  also accumulates dQ (fp32 reductions in global memory, so not
-//                     deterministic); bwd_dq_convert then writes dQ. Preferred.
-//   bwd_dkdv_sm90     dK and dV only, deterministic; bwd_dq_sm90 computes dQ.
+// without a block mask; the others take bwd_dkdv_sm80. Three variants of the kernel:
+//   bwd_dkdv_dq_sm90          also accumulates dQ (fp32 reductions in global memory, in
+//                             whatever order they come, so not deterministic); bwd_dq_convert
+//                             then writes dQ. Preferred.
+//   bwd_dkdv_dq_ordered_sm90  the same, its reductions in key-block order: deterministic.
+//                             Preferred for deterministic specs where it is the faster.
+//   bwd_dkdv_sm90             dK and dV only, deterministic; bwd_dq_sm90 computes dQ.
 #pragma once
 
 #include <string>
@@ -14,6 +17,7 @@
 namespace flashjit::gen {
 
 extern const KernelPathInfo kBwdDkDvDqSm90Path;
+extern const KernelPathInfo kBwdDkDvDqOrderedSm90Path;
 extern const KernelPathInfo kBwdDkDvSm90Path;
 
 // 128 keys a CTA (two consumer warp groups of 64) and 12 warps (a producer warp group and

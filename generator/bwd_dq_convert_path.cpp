@@ -9,7 +9,8 @@ namespace {
 // The dQ step of the calls whose dK/dV step accumulates dQ: the two choices agree by
 // construction.
 bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return kBwdDkDvDqSm90Path.serves(spec, target, call);
+  return kBwdDkDvDqSm90Path.serves(spec, target, call) ||
+         kBwdDkDvDqOrderedSm90Path.serves(spec, target, call);
 }
 
 std::string entry(const Plan& plan) { return struct_entry(plan, "BwdParams", "fj::bwd_dq_convert"); }

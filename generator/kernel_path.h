@@ -18,7 +18,7 @@ struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
 enum class KernelPath {
-  FwdSm90, FwdSm80, BwdPre, BwdDkDvDqSm90, BwdDkDvSm90, BwdDkDvSm80, BwdDqConvert, BwdDqSm90,
+  FwdSm90, FwdSm80, BwdPre, BwdDkDvDqSm90, BwdDkDvDqOrderedSm90, BwdDkDvSm90, BwdDkDvSm80, BwdDqConvert, BwdDqSm90,
   BwdDqSm80, DecSm80, DecCombine, Merge
 };
 
@@ -98,9 +98,12 @@ struct KernelPathInfo {
   // layout checks.
   std::string (*extra_source)(const Plan& plan);
   std::string (*entry)(const Plan& plan);
-  // It adds dQ into the backward's fp32 dq_accum scratch, which bwd_pre zeroes and the
+  // It adds dQ into the backward's fp32 dq_accum scratch, which the runtime zeroes and the
   // BwdDqConvert path's launch turns into dQ.
   bool accumulates_dq = false;
+  // It makes those adds in key-block order, counting them in the dq_turns scratch (zeroed
+  // too): deterministic.
+  bool orders_dq_adds = false;
 };
 
 // Pieces several paths' descriptors share.

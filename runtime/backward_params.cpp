@@ -63,7 +63,8 @@ std::vector<ScratchBuffer> backward_scratch(const OperationPlan& op, const Forwa
         (rows / fj::budget::kDqAccumTileRows + static_cast<size_t>(args.batch) + 1) * heads;
     const size_t block_floats = static_cast<size_t>(fj::budget::kDqAccumTileRows) *
                                 static_cast<size_t>(plan.dk_slice * plan.dv_splits);
-    scratch.push_back({"dq_accum", sizeof(float) * blocks * block_floats});
+    scratch.push_back({"dq_accum", sizeof(float) * blocks * block_floats, true});
+    if (plan.path->orders_dq_adds) scratch.push_back({"dq_turns", sizeof(int) * 2 * blocks, true});
   }
   return scratch;
 }
@@ -80,6 +81,7 @@ void check_backward_workspace(const BackwardArgs& args, const std::vector<Scratc
 }
 
 BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args,
+                          const std::vector<ScratchBuffer>& scratch,
                           const std::vector<void*>& buffers) {
   BwdParams params{};
   fill_attn_params(params, spec, args.forward);
@@ -99,9 +101,9 @@ BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args,
   params.dv_batch_stride = args.d_v_stride.batch;
   params.dv_seq_stride = args.d_v_stride.seq;
   params.dv_head_stride = args.d_v_stride.head;
-  params.d_rows = static_cast<float*>(buffers[kDRowsScratch]);
-  params.dq_accum =
-      buffers.size() > kDqAccumScratch ? static_cast<float*>(buffers[kDqAccumScratch]) : nullptr;
+  params.d_rows = static_cast<float*>(scratch_named(scratch, buffers, "d_rows"));
+  params.dq_accum = static_cast<float*>(scratch_named(scratch, buffers, "dq_accum"));
+  params.dq_turns = static_cast<int*>(scratch_named(scratch, buffers, "dq_turns"));
   return params;
 }
 

@@ -37,6 +37,13 @@ std::vector<void*> scratch_pointers(const std::vector<ScratchBuffer>& scratch, v
   return out;
 }
 
+void* scratch_named(const std::vector<ScratchBuffer>& scratch, const std::vector<void*>& buffers,
+                    std::string_view name) {
+  for (size_t i = 0; i < scratch.size() && i < buffers.size(); ++i)
+    if (scratch[i].name == name) return buffers[i];
+  return nullptr;
+}
+
 OperationPlan plan_forward(const Spec& spec, const std::string& target,
                            const gen::CallTraits& call, const Tiles* tuned) {
   OperationPlan op;

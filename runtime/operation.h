@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flashjit/flashjit.h"
@@ -15,12 +16,17 @@ namespace flashjit::rt {
 struct ScratchBuffer {
   std::string name;  // "dq_accum"
   size_t bytes = 0;
+  bool zeroed = false;  // the runtime zeroes it before the launches
 };
 
 // The workspace `scratch` takes, each buffer starting on a 256-byte boundary.
 size_t workspace_bytes(const std::vector<ScratchBuffer>& scratch);
 // Where each buffer starts in a workspace at `base`, in order.
 std::vector<void*> scratch_pointers(const std::vector<ScratchBuffer>& scratch, void* base);
+// The start of the buffer called `name` among `buffers` (scratch_pointers'), or null where
+// `scratch` has none.
+void* scratch_named(const std::vector<ScratchBuffer>& scratch, const std::vector<void*>& buffers,
+                    std::string_view name);
 
 // The launches of an operation, in order; the scratch they share depends on the call's shape
 // and comes from the operation's own function (backward_scratch).

@@ -141,10 +141,10 @@ class JitKernel final : public Kernel {
       workspace = owned.get();
     }
     const std::vector<void*> buffers = rt::scratch_pointers(scratch, workspace);
-    BwdParams params = rt::make_bwd_params(spec_, args, buffers);
-    if (params.dq_accum != nullptr)
-      driver.zero_async(reinterpret_cast<rt::DevicePtr>(params.dq_accum),
-                        scratch[rt::kDqAccumScratch].bytes, stream);
+    BwdParams params = rt::make_bwd_params(spec_, args, scratch, buffers);
+    for (size_t i = 0; i < scratch.size(); ++i)
+      if (scratch[i].zeroed)
+        driver.zero_async(reinterpret_cast<rt::DevicePtr>(buffers[i]), scratch[i].bytes, stream);
     const BackwardArgs loaded =
         rt::stage(driver, staging, {buffers.begin() + first_staged, buffers.end()}, args, stream);
     if (staging.any()) say_staged(op.plan, staged);

@@ -51,6 +51,14 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 __device__ __forceinline__ void st_shared_u32(u32 addr, int value) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
+__device__ __forceinline__ void st_shared_u64(u32 addr, u64 value) {
+  asm volatile("st.shared.u64 [%0], %1;" ::"r"(addr), "l"(value) : "memory");
+}
+__device__ __forceinline__ u64 ld_shared_u64(u32 addr) {
+  u64 value;
+  asm volatile("ld.shared.u64 %0, [%1];" : "=l"(value) : "r"(addr) : "memory");
+  return value;
+}
 __device__ __forceinline__ int ld_shared_u32(u32 addr) {
   int value;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(value) : "r"(addr) : "memory");
@@ -89,6 +97,21 @@ __device__ __forceinline__ void bulk_wait_read() {
 template <int N>
 __device__ __forceinline__ void bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// ---------------------------------------------------------------- order across CTAs
+// A counter in global memory that one CTA releases and another acquires (the ordered dQ
+// adds); the async-proxy fence orders bulk copies' global writes with them.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
 // ---------------------------------------------------------------- TMA

@@ -28,6 +28,17 @@
 // (red.global) took as long again as the products, and one bulk reduction a row took longer
 // still. bwd_dq_convert reads the blocks back in that order and scales them into dQ.
 //
+// The ordered variant (bwd_dkdv_dq_ordered_sm90, deterministic) makes those adds in a fixed
+// order of key blocks, so that every run sums each block alike (FlashAttention-3's
+// deterministic backward). The consumers stage their tiles as above and leave the block's
+// address, its counter in dq_turns and their turn in a mailbox; the producer's second warp,
+// the dQ writer, waits until the counter reaches the turn, adds the tile, waits for the add
+// to land and releases the counter to the next key block, then frees the stage. Under the
+// full band the order is by key block, up; under causal and window bands, down from the last
+// key block that sees the tile: with the blocks walking their query tiles up, that is the
+// order in which they reach it. The grid's x index runs the same way (key blocks counted down
+// under bands), so a CTA only ever waits for CTAs launched before it.
+//
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
 // kBlockM (queries a step), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
 // window constants (block masks take the sm80 kernel).
@@ -45,9 +56,14 @@
 
 namespace fj {
 
-template <class Cfg, bool kAccumulateDq>
+// What the dK/dV kernel does with dQ: nothing (the dQ kernel computes it), add its tiles to
+// dq_accum in whatever order the CTAs reach them, or in key-block order.
+enum class DqAdds { kNone, kAnyOrder, kKeyOrder };
+
+template <class Cfg, DqAdds kDq>
 struct Sm90BwdDkDvLayoutOf {
   using Element = typename Cfg::Element;
+  static constexpr bool kAccumulateDq = kDq != DqAdds::kNone;
   static constexpr int kThreads = 384;      // producer + two consumer warp groups
   static constexpr int kConsumerThreads = 256;  // the two consumer warp groups
   static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
@@ -79,13 +95,17 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kDqStageBytes =
       kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM) : 0;
   static constexpr int kDqStageOffset = kDsOffset + kDsBuffers * kDsBytes;
-  static constexpr int kRowsOffset = kDqStageOffset + 2 * kDqStageBytes;  // LSE, D per slot
+  // The ordered variant's mailboxes, one a consumer: the block (null: nothing to add), its
+  // counter, the turn.
+  static constexpr int kDqMailboxOffset = kDqStageOffset + 2 * kDqStageBytes;
+  static constexpr int kDqMailboxBytes = kDq == DqAdds::kKeyOrder ? budget::kDqMailboxBytes : 0;
+  static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D per slot
   static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
   static constexpr int kSharedBytes = budget::bwd_dkdv_sm90_shared_bytes(
       Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits,
       Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
       kAccumulateDq ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM,
-                                                     Cfg::kBlockN)
+                                                     Cfg::kBlockN, kDq == DqAdds::kKeyOrder)
                     : 0);
   static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages) + 1024,
                 "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D, "
@@ -129,18 +149,24 @@ struct Sm90BwdDkDvLayoutOf {
 };
 
 template <class Cfg>
-using Sm90BwdDkDvLayout = Sm90BwdDkDvLayoutOf<Cfg, false>;
+using Sm90BwdDkDvLayout = Sm90BwdDkDvLayoutOf<Cfg, DqAdds::kNone>;
 template <class Cfg>
-using Sm90BwdDkDvDqLayout = Sm90BwdDkDvLayoutOf<Cfg, true>;
+using Sm90BwdDkDvDqLayout = Sm90BwdDkDvLayoutOf<Cfg, DqAdds::kAnyOrder>;
+template <class Cfg>
+using Sm90BwdDkDvDqOrderedLayout = Sm90BwdDkDvLayoutOf<Cfg, DqAdds::kKeyOrder>;
 
 namespace sm90_bwd {
 
 // Named barriers (id 0 is __syncthreads'): both consumers' dS^T tiles are in shared memory;
-// consumer c's dQ tile is staged (id kDqStagedBarrier + c).
+// consumer c's dQ tile is staged (id kDqStagedBarrier + c); in the ordered variant, consumer
+// c's stage is free again (kDqFreeBarrier + c), both of those joining the consumer's warp
+// group and the dQ writer warp.
 constexpr u32 kDsReadyBarrier = 1;
 constexpr u32 kDqStagedBarrier = 2;
+constexpr u32 kDqFreeBarrier = 4;
+constexpr u32 kDqHandOverThreads = 128 + 32;
 
-template <class Cfg, bool kDq>
+template <class Cfg, DqAdds kDq>
 struct Smem {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   u32 base;
@@ -153,10 +179,16 @@ struct Smem {
   __device__ u32 dq_stage(int consumer) const {
     return base + L::kDqStageOffset + consumer * L::kDqStageBytes;
   }
+  __device__ u32 dq_mailbox(int consumer) const {
+    return base + L::kDqMailboxOffset + consumer * L::kDqMailboxBytes;
+  }
   // The slot's kBlockM LSE values (log2 domain), then its kBlockM D values.
   __device__ float* rows(int slot) const {
     return reinterpret_cast<float*>(generic + L::kRowsOffset) + slot * 2 * Cfg::kBlockM;
   }
+  // The same as a shared-memory address (the producer's: a generic pointer takes two of its
+  // 24 registers).
+  __device__ u32 rows_at(int slot) const { return base + L::kRowsOffset + slot * 8 * Cfg::kBlockM; }
   __device__ u32 kv_full() const { return base + L::kBarOffset; }
   __device__ u32 full(int slot) const { return base + L::kBarOffset + 8 * (1 + slot); }
   __device__ u32 empty(int slot) const {
@@ -165,15 +197,16 @@ struct Smem {
 };
 
 // The CTA's keys and its steps: every query head of the group, and per head the query tiles
-// whose rows see a key of the block (causal and window bands).
+// whose rows see a key of the block (causal and window bands). The ordered variant counts key
+// blocks down the grid under bands (see the top).
 template <class Cfg>
 struct KeyBlock {
   int n0, kv_head, batch, split;
   Sequence seq;
-  int tile0, tiles, steps;
+  int tile0, tiles;
 
-  __device__ KeyBlock(const BwdParams& p)
-      : n0(blockIdx.x * Cfg::kBlockN),
+  __device__ KeyBlock(const BwdParams& p, bool keys_down)
+      : n0((keys_down ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * Cfg::kBlockN),
         kv_head(blockIdx.y),
         batch(blockIdx.z / Cfg::kDvSplits),
         split(blockIdx.z % Cfg::kDvSplits),
@@ -181,16 +214,28 @@ struct KeyBlock {
     const KeyRange rows = visible_queries<Cfg>(n0, Cfg::kBlockN, seq.seqlen_q, seq.diag);
     tile0 = rows.begin / Cfg::kBlockM;
     tiles = rows.end > rows.begin ? (rows.end + Cfg::kBlockM - 1) / Cfg::kBlockM - tile0 : 0;
-    steps = tiles * p.heads_per_kv;
   }
+  __device__ int steps(const BwdParams& p) const { return tiles * p.heads_per_kv; }
   __device__ int head(const BwdParams& p, int step) const {
     return kv_head * p.heads_per_kv + step / tiles;
   }
   __device__ int m0(int step) const { return (tile0 + step % tiles) * Cfg::kBlockM; }
+
+  // This block's place among the key blocks that add to the query tile at m0, in the ordered
+  // variant's order. Under a band the blocks that see the tile run from some first one up to
+  // the last whose first query row (visible_queries) lies before the tile's end.
+  __device__ int dq_turn(int m0) const {
+    const int block = n0 / Cfg::kBlockN;
+    if constexpr (!Cfg::kCausal && !Cfg::kWindow) return block;
+    const int reach = seq.diag + (Cfg::kCausal ? 0 : Cfg::kWindowRight);
+    const int blocks = (seq.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    const int last = min(blocks, (m0 + Cfg::kBlockM + reach + Cfg::kBlockN - 1) / Cfg::kBlockN) - 1;
+    return last - block;
+  }
 };
 
 // The producer's first warp.
-template <class Cfg, bool kDq>
+template <class Cfg, DqAdds kDq>
 __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParams& p,
                                         const KeyBlock<Cfg>& kb, const TmaDesc* tm_q,
                                         const TmaDesc* tm_k, const TmaDesc* tm_v,
@@ -210,19 +255,26 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * kPanelCols, seq.k_start + kb.n0,
                   kb.kv_head, seq.tma_batch, sm.kv_full());
   }
+  // kb.head(p, j) and kb.m0(j), counted along: the divisions took registers the producer's
+  // 24 do not have beside the dQ writer's.
+  int head = kb.kv_head * p.heads_per_kv, m0 = kb.tile0 * Cfg::kBlockM;
+  const int m_end = (kb.tile0 + kb.tiles) * Cfg::kBlockM;
 #pragma unroll 1
-  for (int j = 0; j < kb.steps; ++j) {
+  for (int j = 0; j < kb.steps(p); ++j, m0 += Cfg::kBlockM) {
+    if (m0 == m_end) {
+      m0 = kb.tile0 * Cfg::kBlockM;
+      ++head;
+    }
     const int slot = j % Cfg::kStages;
     mbar_wait(sm.empty(slot), ((j / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
-    const int head = kb.head(p, j), m0 = kb.m0(j);
     // The rows' LSE in the log2 domain and D (0 past the sequence end).
     const long long row0 = lse_row0<Cfg::kVarlen>(p, seq, kb.batch, head) + m0;
-    float* rows = sm.rows(slot);
+    const u32 rows = sm.rows_at(slot);
 #pragma unroll 1
     for (int r = lane; r < Cfg::kBlockM; r += 32) {
       const bool valid = m0 + r < seq.seqlen_q;
-      rows[r] = lse_log2_of_row(p.lse, row0 + r, valid);
-      rows[Cfg::kBlockM + r] = valid ? p.d_rows[row0 + r] : 0.f;
+      st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
+      st_shared_u32(rows + 4 * (Cfg::kBlockM + r), __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
     }
     if (lane != 0) {
       mbar_arrive(sm.full(slot));  // this lane's rows are written
@@ -258,24 +310,35 @@ __device__ __forceinline__ void store_ds_transposed(u32 ds, int panel_bytes,
     }
 }
 
+// Where a consumer's dQ tile of a step goes: its share of a dq_accum block, whether there is
+// anything to add (`at` null: past the padded head dim, the last split's share, or at 128
+// rows a step past the sequence, where a block no sequence owns may not exist), and in the
+// ordered variant the share's counter and this key block's turn.
+struct DqShare {
+  float* at;
+  int* turns;
+  int turn;
+};
+
 // The dQ variant's end of a step, after the dK product was issued: dQ columns kCol0 ..
 // kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K over the CTA's keys
 // (wgmma SS from the dS^T panel `ds` and K, both MN-major). Once the products are done and
-// the slot is released, the tile goes to `stage` in its block's order and the warp group's
-// first thread adds it to dq_accum at `dq_share` with one bulk reduction where it `adds`.
-// The next step writes `stage` only after that thread has waited for this read (at the dS^T
-// barrier).
-template <class Cfg, int N, int kCol0>
+// the slot is released, the tile goes to `stage` in its block's order. In any order, the warp
+// group's first thread then adds it to dq_accum with one bulk reduction, and the next step
+// writes `stage` only after that thread has waited for this read (at the dS^T barrier). In
+// key-block order the dQ writer adds it, and frees the stage (the wait at step j > 0).
+template <class Cfg, DqAdds kDq, int N, int kCol0>
 __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u32 stage,
-                                                    u32 staged_barrier, float* dq_share,
-                                                    bool adds, int warp, int lane) {
-  using L = Sm90BwdDkDvDqLayout<Cfg>;
+                                                    u32 mailbox, int c, int j,
+                                                    const DqShare& share, int warp, int lane) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   float acc[N / 8][4];
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
   wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsPanelBytes, k, L::kKPanelBytes);
   wgmma_commit();
   wgmma_wait<0>();
   mbar_arrive(empty);
+  if (kDq == DqAdds::kKeyOrder && j > 0) named_sync(kDqFreeBarrier + c, kDqHandOverThreads);
 #pragma unroll
   for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -286,14 +349,56 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u3
           acc[t][half * 2], acc[t][half * 2 + 1]);
     }
   fence_proxy_async_shared();
-  named_sync(staged_barrier, 128);
-  if (warp != 0 || lane != 0) return;
-  if (adds) bulk_reduce_add_f32(dq_share, stage, kDqTileRows * N * 4);
-  bulk_commit();
+  if constexpr (kDq == DqAdds::kKeyOrder) {
+    if (warp == 0 && lane == 0) {
+      st_shared_u64(mailbox, reinterpret_cast<u64>(share.at));
+      st_shared_u64(mailbox + 8, reinterpret_cast<u64>(share.turns));
+      st_shared_u32(mailbox + 16, share.turn);
+    }
+    named_arrive(kDqStagedBarrier + c, kDqHandOverThreads);
+  } else {
+    named_sync(kDqStagedBarrier + c, 128);
+    if (warp != 0 || lane != 0) return;
+    if (share.at != nullptr) bulk_reduce_add_f32(share.at, stage, kDqTileRows * N * 4);
+    bulk_commit();
+  }
+}
+
+// The ordered variant's dQ writer (the producer's second warp): each step, each consumer's
+// staged tile, added once the key blocks before this one in the order have added theirs.
+// Every lane waits at the barriers; the first issues the add.
+template <class Cfg>
+__device__ __forceinline__ void write_dq(const Smem<Cfg, DqAdds::kKeyOrder>& sm, int steps) {
+  using L = Sm90BwdDkDvDqOrderedLayout<Cfg>;
+  constexpr int kCols0 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols0;
+  constexpr int kCols1 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols1;
+#pragma unroll 1
+  for (int j = 0; j < steps; ++j) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      named_sync(kDqStagedBarrier + c, kDqHandOverThreads);
+      const u32 mailbox = sm.dq_mailbox(c);
+      float* at = reinterpret_cast<float*>(ld_shared_u64(mailbox));
+      if (threadIdx.x % 32 == 0 && at != nullptr) {
+        int* turns = reinterpret_cast<int*>(ld_shared_u64(mailbox + 8));
+        const int turn = ld_shared_u32(mailbox + 16);
+        while (ld_acquire_gpu(turns) != turn) {
+        }
+        fence_proxy_async_global();  // the earlier adds, before this one's reads
+        bulk_reduce_add_f32(at, sm.dq_stage(c), kDqTileRows * (c == 0 ? kCols0 : kCols1) * 4);
+        bulk_commit();
+        bulk_wait<0>();
+        fence_proxy_async_global();  // this add, before the release
+        st_release_gpu(turns, turn + 1);
+      }
+      __syncwarp();
+      if (j + 1 < steps) named_arrive(kDqFreeBarrier + c, kDqHandOverThreads);
+    }
+  }
 }
 
 // One consumer warp group (index c: keys n0 + 64c ..): every step, then its rows of dK, dV.
-template <class Cfg, bool kDq>
+template <class Cfg, DqAdds kDq>
 __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParams& p,
                                         const KeyBlock<Cfg>& kb, int c) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
@@ -316,7 +421,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
 
   mbar_wait(sm.kv_full(), 0);
 #pragma unroll 1
-  for (int j = 0; j < kb.steps; ++j) {
+  for (int j = 0; j < kb.steps(p); ++j) {
     const int slot = j % Cfg::kStages;
     const int m0 = kb.m0(j);
     mbar_wait(sm.full(slot), (j / Cfg::kStages) & 1);
@@ -332,7 +437,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     wgmma_wait<L::kDvDuringDs ? 1 : 0>();  // S^T has landed (dP^T may be in flight)
 
     if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
-      mask_scores_transposed<Cfg, kDq>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
+      mask_scores_transposed<Cfg, L::kAccumulateDq>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
                                        kb.seq.seqlen_k);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
@@ -387,47 +492,49 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, xp, dv_panel, L::kQPanelBytes);
     }
     if (dk_cols > 0) {
-      if constexpr (kDq) {
+      if constexpr (L::kAccumulateDq) {
         // Both consumers' dS^T in the buffer; the other's products of two steps ago, which
         // read it, are done (each passes here only after waiting for its own), and so are
-        // the bulk reductions that read the staged dQ tiles of the step before.
+        // the bulk reductions that read the staged dQ tiles of the step before (the dQ
+        // writer's: at the stage's own barrier).
         const u32 ds = sm.ds(j % L::kDsBuffers);
         store_ds_transposed(ds, L::kDsPanelBytes, x, c * L::kConsumerKeys + warp * 16 + lane / 4,
                             lane);
         fence_proxy_async_shared();
-        if (warp == 0 && lane == 0) bulk_wait_read<0>();
+        if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
         named_sync(kDsReadyBarrier, 256);
       }
       wgmma_fence();
       wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
           acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
-      if constexpr (kDq) {
+      if constexpr (L::kAccumulateDq) {
         // This consumer's rows and columns of dQ; a block holds every split's shares,
-        // kDqTileRows x their width each.
+        // kDqTileRows x their width each, and has a counter a consumer's share.
         const int dq_m0 = L::kDqRowsSplit ? m0 + c * kDqTileRows : m0;
         const int share_col0 = dk_col0 + (L::kDqRowsSplit || c == 0 ? 0 : L::kDqCols0);
-        float* dq_share =
-            p.dq_accum +
-            (dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0) *
-                 (Cfg::kDvSplits * Cfg::kDkSlice) +
-             share_col0) * kDqTileRows;
-        // Nothing to add past the padded head dim (the last split's share) or, at 128 rows a
-        // step, past the sequence (a block no sequence owns may not exist).
+        const long long block =
+            dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0);
         const bool adds =
             share_col0 < Cfg::kDqkPad && (!L::kDqRowsSplit || dq_m0 < kb.seq.seqlen_q);
+        DqShare share{nullptr, nullptr, 0};
+        if (adds) share.at = p.dq_accum + (block * (Cfg::kDvSplits * Cfg::kDkSlice) + share_col0) * kDqTileRows;
+        if constexpr (kDq == DqAdds::kKeyOrder) {
+          share.turns = p.dq_turns + block * 2 + (L::kDqRowsSplit ? 0 : c);
+          share.turn = kb.dq_turn(m0);
+        }
         const u32 ds = sm.ds(j % L::kDsBuffers);
         const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
-        const u32 stage = sm.dq_stage(c), staged = kDqStagedBarrier + c;
+        const u32 stage = sm.dq_stage(c), mailbox = sm.dq_mailbox(c);
         if constexpr (L::kDqRowsSplit)
-          finish_step_with_dq<Cfg, Cfg::kDkSlice, 0>(ds + c * L::kDsPanelBytes, k_cols,
-                                                     sm.empty(slot), stage, staged, dq_share,
-                                                     adds, warp, lane);
+          finish_step_with_dq<Cfg, kDq, Cfg::kDkSlice, 0>(ds + c * L::kDsPanelBytes, k_cols,
+                                                          sm.empty(slot), stage, mailbox, c, j,
+                                                          share, warp, lane);
         else if (c == 0)
-          finish_step_with_dq<Cfg, L::kDqCols0, 0>(ds, k_cols, sm.empty(slot), stage, staged,
-                                                   dq_share, adds, warp, lane);
+          finish_step_with_dq<Cfg, kDq, L::kDqCols0, 0>(ds, k_cols, sm.empty(slot), stage,
+                                                        mailbox, c, j, share, warp, lane);
         else
-          finish_step_with_dq<Cfg, L::kDqCols1, L::kDqCols0>(ds, k_cols, sm.empty(slot), stage,
-                                                             staged, dq_share, adds, warp, lane);
+          finish_step_with_dq<Cfg, kDq, L::kDqCols1, L::kDqCols0>(
+              ds, k_cols, sm.empty(slot), stage, mailbox, c, j, share, warp, lane);
         continue;
       }
       wgmma_commit();
@@ -436,8 +543,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     mbar_arrive(sm.empty(slot));
   }
 
-  // The shared memory the bulk reductions read lives until they are done.
-  if constexpr (kDq)
+  // The shared memory the bulk reductions read lives until they are done (the dQ writer
+  // waits for its own).
+  if constexpr (kDq == DqAdds::kAnyOrder)
     if (warp == 0 && lane == 0) bulk_wait<0>();
 
   // ---- epilogue: every key row of the block is written, zeros for keys no query sees.
@@ -461,7 +569,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
 
 }  // namespace sm90_bwd
 
-template <class Cfg, bool kDq>
+template <class Cfg, DqAdds kDq>
 __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const TmaDesc* tm_q,
                                                    const TmaDesc* tm_k, const TmaDesc* tm_v,
                                                    const TmaDesc* tm_do) {
@@ -470,7 +578,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
   const sm90_bwd::Smem<Cfg, kDq> sm{base, smem_raw + (base - raw)};
-  const sm90_bwd::KeyBlock<Cfg> kb(p);
+  const sm90_bwd::KeyBlock<Cfg> kb(p, kDq == DqAdds::kKeyOrder && (Cfg::kCausal || Cfg::kWindow));
   if (kb.n0 >= kb.seq.seqlen_k) return;  // the whole CTA: these keys do not exist
 
   // Read from lane 0 so that ptxas sees a warp-uniform value (see fwd_sm90).
@@ -495,6 +603,8 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
   if (warp_group == 0) {
     regs_release<ws_regs::kProducer>();
     if (threadIdx.x < 32) sm90_bwd::produce<Cfg>(sm, p, kb, tm_q, tm_k, tm_v, tm_do);
+    else if constexpr (kDq == DqAdds::kKeyOrder)
+      if (threadIdx.x < 64) sm90_bwd::write_dq<Cfg>(sm, kb.steps(p));
   } else {
     regs_claim<ws_regs::kConsumer>();
     sm90_bwd::consume<Cfg, kDq>(sm, p, kb, warp_group - 1);
@@ -505,13 +615,19 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_dkdv_sm90(const BwdParams& p, const TmaDesc* tm_q,
                                               const TmaDesc* tm_k, const TmaDesc* tm_v,
                                               const TmaDesc* tm_do) {
-  bwd_dkdv_sm90_body<Cfg, false>(p, tm_q, tm_k, tm_v, tm_do);
+  bwd_dkdv_sm90_body<Cfg, DqAdds::kNone>(p, tm_q, tm_k, tm_v, tm_do);
 }
 template <class Cfg>
 __device__ __forceinline__ void bwd_dkdv_dq_sm90(const BwdParams& p, const TmaDesc* tm_q,
                                                  const TmaDesc* tm_k, const TmaDesc* tm_v,
                                                  const TmaDesc* tm_do) {
-  bwd_dkdv_sm90_body<Cfg, true>(p, tm_q, tm_k, tm_v, tm_do);
+  bwd_dkdv_sm90_body<Cfg, DqAdds::kAnyOrder>(p, tm_q, tm_k, tm_v, tm_do);
+}
+template <class Cfg>
+__device__ __forceinline__ void bwd_dkdv_dq_ordered_sm90(const BwdParams& p, const TmaDesc* tm_q,
+                                                         const TmaDesc* tm_k, const TmaDesc* tm_v,
+                                                         const TmaDesc* tm_do) {
+  bwd_dkdv_sm90_body<Cfg, DqAdds::kKeyOrder>(p, tm_q, tm_k, tm_v, tm_do);
 }
 
 }  // namespace fj

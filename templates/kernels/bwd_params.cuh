@@ -16,8 +16,11 @@ struct BwdParams : AttnParams {
   long long dv_batch_stride, dv_seq_stride, dv_head_stride;
   // D = rowsum(dO * O) in fp32, in LSE's layout (the bwd_pre launch writes it).
   float* d_rows;
-  // When the dK/dV kernel accumulates dQ (not deterministic): dQ / softmax_scale in fp32, in
-  // blocks of query tiles (attn/sequence.cuh, dq_tile_index), zeroed by the runtime before
-  // the launches and read by bwd_dq_convert. Null otherwise.
+  // When the dK/dV kernel accumulates dQ: dQ / softmax_scale in fp32, in blocks of query
+  // tiles (attn/dq_accum.cuh, dq_tile_index), zeroed by the runtime before the launches and
+  // read by bwd_dq_convert. Null otherwise.
   float* dq_accum;
+  // When it adds to those blocks in key-block order (deterministic): two counters a block,
+  // the adds each of its shares has had (attn/dq_accum.cuh), zeroed too. Null otherwise.
+  int* dq_turns;
 };

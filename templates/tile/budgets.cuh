@@ -113,10 +113,13 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m) {
   return kDqAccumTileRows * 4 * bwd_dkdv_sm90_dq_cols(dk_slice, block_m);
 }
+// The ordered variant's consumers leave each staged tile's block, counter and turn for the
+// dQ writer warp in a mailbox beside it.
+enum : int { kDqMailboxBytes = 32 };
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
-                                               int block_n) {
+                                               int block_n, bool ordered) {
   return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
-         2 * bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m);
+         2 * bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m) + (ordered ? 2 * kDqMailboxBytes : 0);
 }
 FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_tile_cols(int pad, int slice, int splits) {

@@ -317,12 +317,15 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_rows_split(128));
   CHECK(b::bwd_dkdv_sm90_dq_cols(48, 128) == 48);
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128) == 64 * 48 * 4);
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128) == 2 * 128 * 128 * 2 + 2 * 64 * 48 * 4);
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128, false) == 2 * 128 * 128 * 2 + 2 * 64 * 48 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
+  // The ordered variant adds a mailbox a consumer.
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, true) ==
+        b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) + 2 * b::kDqMailboxBytes);
   const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
   CHECK(p.shared_bytes ==
         b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
-            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128));
+            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false));
 }
 
 TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accumulates dQ") {
@@ -331,10 +334,13 @@ TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accum
   const std::vector<rt::ScratchBuffer> fused =
       rt::backward_scratch(rt::plan_backward(s, "sm_90a", {}), f);
   REQUIRE(fused.size() == 2);
-  CHECK(fused[rt::kDRowsScratch].bytes == 4 * 600 * 8);  // D: a float a row and head
+  CHECK(fused[0].name == "d_rows");
+  CHECK(fused[0].bytes == 4 * 600 * 8);  // D: a float a row and head
+  CHECK_FALSE(fused[0].zeroed);
   // A head's 600 / 64 + batch + 1 blocks of 64 rows x 128 columns (templates/attn/dq_accum.cuh).
-  CHECK(fused[rt::kDqAccumScratch].name == "dq_accum");
-  CHECK(fused[rt::kDqAccumScratch].bytes == size_t{4} * 8 * (600 / 64 + 2 + 1) * 64 * 128);
+  CHECK(fused[1].name == "dq_accum");
+  CHECK(fused[1].bytes == size_t{4} * 8 * (600 / 64 + 2 + 1) * 64 * 128);
+  CHECK(fused[1].zeroed);
   Spec deterministic = s;
   deterministic.deterministic = true;
   CHECK(rt::backward_scratch(rt::plan_backward(deterministic, "sm_90a", {}), f).size() == 1);

@@ -69,14 +69,18 @@ std::vector<GridCase> long_backward_cases() {
   return cases;
 }
 
-// The small cases of a few head dims (the usual ones, an odd one, the widest each kernel
-// family serves, qk != v) and the variable-length batches: what the determinism check repeats.
+// The small cases of a few head dims (the usual ones, odd ones, the widest each kernel
+// family serves, qk != v), the windows of up to 1000 rows (bands edged inside key blocks for
+// the ordered dK/dV/dQ kernel's turns) and the variable-length batches: what the determinism
+// check repeats.
 std::vector<GridCase> deterministic_cases() {
   std::vector<GridCase> cases;
   for (GridCase& c : small_cases())
-    for (const auto& [dqk, dv] : {std::pair{64, 64}, {100, 100}, {128, 128}, {256, 256},
-                                  {320, 320}, {512, 512}, {192, 128}})
+    for (const auto& [dqk, dv] : {std::pair{64, 64}, {72, 72}, {100, 100}, {128, 128},
+                                  {256, 256}, {320, 320}, {512, 512}, {192, 128}})
       if (c.spec.head_dim_qk == dqk && c.spec.head_dim_v == dv) cases.push_back(c);
+  for (GridCase& c : window_cases())
+    if (c.shape.seqlen_q <= 1000) cases.push_back(std::move(c));
   for (GridCase& c : varlen_cases()) cases.push_back(std::move(c));
   return cases;
 }
