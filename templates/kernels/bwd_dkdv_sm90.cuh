@@ -366,36 +366,52 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u3
 
 // The ordered variant's dQ writer (the producer's second warp): each step, each consumer's
 // staged tile, added once the key blocks before this one in the order have added theirs.
-// Every lane waits at the barriers; the first issues the add.
+// Every lane waits at the barriers; the first issues the adds. Both consumers' adds of a step
+// are in flight together, and their stages are freed once read, before the adds land: at 64
+// query rows a step, one add at a time, each waited for, took longer than the step (det /
+// default 0.71 at d72, bench/NOTES.md entry 33).
 template <class Cfg>
 __device__ __forceinline__ void write_dq(const Smem<Cfg, DqAdds::kKeyOrder>& sm, int steps) {
   using L = Sm90BwdDkDvDqOrderedLayout<Cfg>;
   constexpr int kCols0 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols0;
   constexpr int kCols1 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols1;
+  const bool issues = threadIdx.x % 32 == 0;
 #pragma unroll 1
   for (int j = 0; j < steps; ++j) {
+    int* turns[2];
+    int turn[2];
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       named_sync(kDqStagedBarrier + c, kDqHandOverThreads);
       const u32 mailbox = sm.dq_mailbox(c);
       float* at = reinterpret_cast<float*>(ld_shared_u64(mailbox));
-      if (threadIdx.x % 32 == 0 && at != nullptr) {
-        int* turns = reinterpret_cast<int*>(ld_shared_u64(mailbox + 8));
-        const int turn = ld_shared_u32(mailbox + 16);
-        while (ld_acquire_gpu(turns) != turn) {
+      turns[c] = at != nullptr ? reinterpret_cast<int*>(ld_shared_u64(mailbox + 8)) : nullptr;
+      turn[c] = ld_shared_u32(mailbox + 16);
+      if (issues && at != nullptr) {
+        while (ld_acquire_gpu(turns[c]) != turn[c]) {
         }
         fence_proxy_async_global();  // the earlier adds, before this one's reads
         bulk_reduce_add_f32(at, sm.dq_stage(c), kDqTileRows * (c == 0 ? kCols0 : kCols1) * 4);
         bulk_commit();
-        bulk_wait<0>();
-        fence_proxy_async_global();  // this add, before the release
-        st_release_gpu(turns, turn + 1);
       }
-      __syncwarp();
-      if (j + 1 < steps) named_arrive(kDqFreeBarrier + c, kDqHandOverThreads);
     }
+    if (issues) bulk_wait_read<0>();
+    __syncwarp();
+    if (j + 1 < steps) {
+      named_arrive(kDqFreeBarrier, kDqHandOverThreads);
+      named_arrive(kDqFreeBarrier + 1, kDqHandOverThreads);
+    }
+    if (issues) {
+      bulk_wait<0>();
+      fence_proxy_async_global();  // the adds, before the releases
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        if (turns[c] != nullptr) st_release_gpu(turns[c], turn[c] + 1);
+    }
+    __syncwarp();
   }
 }
+
 
 // One consumer warp group (index c: keys n0 + 64c ..): every step, then its rows of dK, dV.
 template <class Cfg, DqAdds kDq>
