@@ -29,7 +29,8 @@ def main() -> int:
     p.add_argument("--lib", default="build/capi/libflashjit_c.so")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--deterministic", action="store_true",
-                   help="specs with backward: {deterministic: true} (the two-kernel sm90 path)")
+                   help="specs with backward: {deterministic: true} (the ordered dK/dV/dQ kernel "
+                        "up to d128 on sm90, the two kernels past it)")
     p.add_argument("--dims", default="",
                    help="comma-separated head dims qk[/v] to run (default: all of SHAPES)")
     args = p.parse_args()

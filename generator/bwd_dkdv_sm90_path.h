@@ -5,7 +5,7 @@
 //                             whatever order they come, so not deterministic); bwd_dq_convert
 //                             then writes dQ. Preferred.
 //   bwd_dkdv_dq_ordered_sm90  the same, its reductions in key-block order: deterministic.
-//                             Preferred for deterministic specs where it is the faster.
+//                             Preferred for deterministic specs.
 //   bwd_dkdv_sm90             dK and dV only, deterministic; bwd_dq_sm90 computes dQ.
 #pragma once
 

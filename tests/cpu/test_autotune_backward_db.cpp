@@ -21,13 +21,9 @@ using nlohmann::json;
 
 GpuIdentity h200() { return GpuIdentity{"NVIDIA H200", 9, 0, 132, 13000, "13.0"}; }
 
-// d64 with the deterministic backward: on sm_90a its dK/dV and dQ steps take the
-// warp-specialised kernels, each with a tuning grid of several tilings.
-Spec deterministic_d64() {
-  Spec s = test::spec_of(64, 64);
-  s.deterministic = true;
-  return s;
-}
+// d192: on sm_90a its dK/dV and dQ steps take the two warp-specialised kernels (deterministic
+// or not), each with a tuning grid of several tilings.
+Spec two_kernel_d192() { return test::spec_of(192, 192); }
 
 // An entry for `spec` on sm_90a whose tiles the paths it takes can run.
 BackwardEntry backward_entry(const Spec& spec, const GpuIdentity& gpu, int seqlen) {
@@ -39,7 +35,7 @@ BackwardEntry backward_entry(const Spec& spec, const GpuIdentity& gpu, int seqle
   e.target = "sm_90a";
   e.dkdv_path = gen::choose_path(gen::Step::BwdDkDv, spec, e.target).name;
   e.dq_path = gen::choose_path(gen::Step::BwdDq, spec, e.target).name;
-  e.tiles = {Tiles{64, 128, 12, 2}, Tiles{128, 96, 12, 2}};
+  e.tiles = {Tiles{64, 128, 12, 2}, Tiles{128, 64, 12, 2}};
   e.heuristic_tiles = {gen::default_tiles(spec, e.target, gen::Step::BwdDkDv),
                        gen::default_tiles(spec, e.target, gen::Step::BwdDq)};
   e.tuned_ms = 7.8;
@@ -51,7 +47,7 @@ BackwardEntry backward_entry(const Spec& spec, const GpuIdentity& gpu, int seqle
 }  // namespace
 
 TEST_CASE("autotune backward: an entry survives serialize and parse field for field") {
-  const BackwardEntry e = backward_entry(deterministic_d64(), h200(), 16384);
+  const BackwardEntry e = backward_entry(two_kernel_d192(), h200(), 16384);
   CHECK(e.dkdv_path == "bwd_dkdv_sm90");
   CHECK(e.dq_path == "bwd_dq_sm90");
   const std::string text = serialize({{}, {}, {e}});
@@ -82,7 +78,7 @@ TEST_CASE("autotune backward: an entry survives serialize and parse field for fi
 
 TEST_CASE("autotune backward: auto tiles are left out, and written back as they were read") {
   // The dQ-accumulating kernel's dQ step (its conversion) tunes nothing: its tiles stay auto.
-  BackwardEntry e = backward_entry(deterministic_d64(), h200(), 4096);
+  BackwardEntry e = backward_entry(two_kernel_d192(), h200(), 4096);
   e.tiles.dq = {};
   e.heuristic_tiles = {};
   const std::string text = serialize({{}, {}, {e}});
@@ -98,7 +94,7 @@ TEST_CASE("autotune backward: auto tiles are left out, and written back as they 
 
 TEST_CASE("autotune backward: an entry missing a step or with impossible numbers is skipped") {
   const json good =
-      json::parse(serialize({{}, {}, {backward_entry(deterministic_d64(), h200(), 4096)}}));
+      json::parse(serialize({{}, {}, {backward_entry(two_kernel_d192(), h200(), 4096)}}));
   json no_dq = good;
   no_dq["entries"][0].erase("dq");
   json no_path = good;
@@ -132,7 +128,7 @@ TEST_CASE("autotune backward: files written before backward entries still read")
 TEST_CASE("autotune backward: entries live beside the forward's; a lookup goes by kind and key") {
   const test::TempDir dir;
   const TuneDb db((dir.path() / "tune.json").string());
-  const Spec spec = deterministic_d64();
+  const Spec spec = two_kernel_d192();
   TuneEntry forward;
   forward.gpu = h200();
   forward.spec_hash = spec_hash(spec);
@@ -166,17 +162,24 @@ TEST_CASE("autotune backward: entries live beside the forward's; a lookup goes b
 }
 
 TEST_CASE("autotune backward: an entry serves only the target and paths it was tuned for") {
-  const Spec spec = deterministic_d64();
+  const Spec spec = two_kernel_d192();
   const BackwardEntry good = backward_entry(spec, h200(), 4096);
   CHECK(rt::backward_entry_problem(spec, "sm_90a", good) == "");
   CHECK(rt::backward_entry_problem(spec, "sm_80", good).find("tuned for sm_90a, not sm_80") !=
         std::string::npos);
-  // Without `deterministic`, d64 takes the dK/dV kernel that accumulates dQ.
-  Spec fused = spec;
+  // d64 takes the dK/dV kernel that accumulates dQ: in key-block order when deterministic,
+  // in any order when not.
+  Spec ordered = test::spec_of(64, 64);
+  ordered.deterministic = true;
+  const BackwardEntry ordered_entry = backward_entry(ordered, h200(), 4096);
+  Spec fused = ordered;
   fused.deterministic = false;
-  CHECK(rt::backward_entry_problem(fused, "sm_90a", good)
-            .find("tuned for the bwd_dkdv_sm90 kernel, and the spec now takes bwd_dkdv_dq_sm90") !=
-        std::string::npos);
+  CHECK(rt::backward_entry_problem(fused, "sm_90a", ordered_entry)
+            .find("tuned for the bwd_dkdv_dq_ordered_sm90 kernel, and the spec now takes "
+                  "bwd_dkdv_dq_sm90") != std::string::npos);
+  CHECK(rt::backward_entry_problem(spec, "sm_90a", ordered_entry)
+            .find("tuned for the bwd_dkdv_dq_ordered_sm90 kernel, and the spec now takes "
+                  "bwd_dkdv_sm90") != std::string::npos);
   BackwardEntry impossible = good;
   impossible.tiles.dkdv.warps = 8;
   CHECK(rt::backward_entry_problem(spec, "sm_90a", impossible).find("bwd_dkdv_sm90") !=
@@ -191,7 +194,7 @@ TEST_CASE("autotune backward: the tune DB's tile source answers the backward fro
   const test::TempDir dir;
   const std::string path = (dir.path() / "tune.json").string();
   const test::ScopedEnv db_env("FLASHJIT_TUNE_DB", path);
-  const Spec spec = deterministic_d64();
+  const Spec spec = two_kernel_d192();
   const DeviceInfo device{"NVIDIA H200", 9, 0, 132, 13000};
   const std::string target = "sm_90a";
   const TileSource::Query query{spec, target, device, 1, 32, 16384, 16384};

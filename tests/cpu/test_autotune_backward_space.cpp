@@ -61,21 +61,24 @@ bool has_dkdv(const BackwardCandidateSpace& space, const Tiles& t) {
 
 }  // namespace
 
-TEST_CASE("autotune backward: the deterministic sm90 kernels tune the dK/dV query step and the "
-          "dQ key step") {
-  const Spec d64 = spec_of(64, 64, true);
-  const BackwardCandidateSpace space = backward_candidate_space(d64, "sm_90a");
+TEST_CASE("autotune backward: the two sm90 kernels tune the dK/dV query step and the dQ key "
+          "step; the ordered dK/dV/dQ kernel its query step alone") {
+  const BackwardCandidateSpace space = backward_candidate_space(spec_of(192, 192, true), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_sm90");
-  // The heuristic's 128 query rows a step (the whole d64 backward 13.5 ms on the H200) against
-  // 96 (14.2 ms) and 64.
-  CHECK(space.candidates.front().dkdv == Tiles{128, 128, 12, 2});
-  CHECK(has_dkdv(space, Tiles{96, 128, 12, 2}));
-  CHECK(has_dkdv(space, Tiles{64, 128, 12, 2}));
+  CHECK(space.candidates.front().dkdv == Tiles{64, 128, 12, 2});
+  CHECK(has_dkdv(space, Tiles{48, 128, 12, 2}));
   CHECK(space.first_dq > 1);
   CHECK(space.candidates.size() > space.first_dq);
   // Modest: one spec's three buckets must time in a minute or two.
   CHECK(space.candidates.size() <= 16);
+  // Deterministic d64: 128 query rows a step, or 64; bwd_dq_convert has nothing to tune.
+  const BackwardCandidateSpace ordered = backward_candidate_space(spec_of(64, 64, true), "sm_90a");
+  CHECK(std::string(ordered.dkdv_path->name) == "bwd_dkdv_dq_ordered_sm90");
+  CHECK(std::string(ordered.dq_path->name) == "bwd_dq_convert");
+  CHECK(ordered.candidates.front().dkdv == Tiles{128, 128, 12, 2});
+  CHECK(has_dkdv(ordered, Tiles{64, 128, 12, 2}));
+  CHECK(ordered.candidates.size() == ordered.first_dq);
   for (int d : {64, 96, 128, 192, 256})
     for (bool deterministic : {true, false}) {
       CAPTURE(d);

@@ -56,9 +56,9 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
     CHECK_NOTHROW(template_text(path->template_file));
   }
   CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_dq_sm90",
-                                       "bwd_dkdv_sm90", "bwd_dkdv_sm80", "bwd_dq_convert",
-                                       "bwd_dq_sm90", "bwd_dq_sm80", "dec_sm80", "dec_combine",
-                                       "merge"});
+                                       "bwd_dkdv_dq_ordered_sm90", "bwd_dkdv_sm90",
+                                       "bwd_dkdv_sm80", "bwd_dq_convert", "bwd_dq_sm90",
+                                       "bwd_dq_sm80", "dec_sm80", "dec_combine", "merge"});
 }
 
 TEST_CASE("registry: the first path that serves a call is chosen, in the order of preference") {
@@ -71,8 +71,14 @@ TEST_CASE("registry: the first path that serves a call is chosen, in the order o
   CHECK(choose_path(Step::BwdDkDv, s, "sm_90a").id == KernelPath::BwdDkDvDqSm90);
   Spec deterministic = s;
   deterministic.deterministic = true;
-  CHECK(choose_path(Step::BwdDkDv, deterministic, "sm_90a").id == KernelPath::BwdDkDvSm90);
-  CHECK(choose_path(Step::BwdDq, deterministic, "sm_90a").id == KernelPath::BwdDqSm90);
+  CHECK(choose_path(Step::BwdDkDv, deterministic, "sm_90a").id ==
+        KernelPath::BwdDkDvDqOrderedSm90);
+  CHECK(choose_path(Step::BwdDq, deterministic, "sm_90a").id == KernelPath::BwdDqConvert);
+  // Past d128 the dQ variants' registers would split dK/dV's columns: the two kernels.
+  Spec d136 = spec_of(136, 136);
+  d136.deterministic = true;
+  CHECK(choose_path(Step::BwdDkDv, d136, "sm_90a").id == KernelPath::BwdDkDvSm90);
+  CHECK(choose_path(Step::BwdDq, d136, "sm_90a").id == KernelPath::BwdDqSm90);
   CHECK(choose_path(Step::BwdDkDv, s, "sm_90a", {.tma_loadable = false}).id ==
         KernelPath::BwdDkDvSm80);
   CHECK(choose_path(Step::BwdDkDv, s, "sm_80").id == KernelPath::BwdDkDvSm80);

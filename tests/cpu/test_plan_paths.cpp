@@ -190,31 +190,29 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   Spec deterministic = spec_of(128, 128);
   deterministic.deterministic = true;
   const rt::OperationPlan d128 = rt::plan_backward(deterministic, "sm_90a", {});
-  CHECK(d128.launches[1].path->id == KernelPath::BwdDkDvSm90);
-  CHECK(d128.launches[2].path->id == KernelPath::BwdDqSm90);
+  CHECK(d128.launches[1].path->id == KernelPath::BwdDkDvDqOrderedSm90);
+  CHECK(d128.launches[2].path->id == KernelPath::BwdDqConvert);
   CHECK(d128.launches[1].threads == 384);
   CHECK(d128.launches[1].dv_splits == 1);
   CHECK(d128.launches[1].tiles.block_m == 64);
-  CHECK(d128.launches[1].kernel_name == "fa_bwd_dkdv_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
+  CHECK(d128.launches[1].kernel_name ==
+        "fa_bwd_dkdvdq_ordered_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
 
-  // d136: dK and dV whole beside a 48-row query tile (the dQ variant's 64-row tile would
-  // split them, so the deterministic kernels serve); d192: two CTAs of 128 columns each.
-  // d64 takes the widest preferred tile, 96 rows (112 would fit the budget but ran slower).
+  // d136: dK and dV whole beside a 48-row query tile (the dQ variants' 64-row tile would
+  // split them, so the two kernels serve); d192: two CTAs of 128 columns each. The dK/dV
+  // kernel's own tiles at d64 (which the dQ variants take): the widest preferred, 128 rows.
   const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
   CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
   CHECK(d136.dv_splits == 1);
   CHECK(d136.tiles.block_m == 48);
-  Spec d64 = spec_of(64, 64);
-  d64.deterministic = true;
-  CHECK(rt::plan_backward(d64, "sm_90a", {}).launches[1].tiles.block_m == 128);
+  const KernelPathInfo& dkdv = kernel_path(KernelPath::BwdDkDvSm90);
+  CHECK(dkdv.default_tiles(spec_of(64, 64), "sm_90a").block_m == 128);
   // dV's product after dS^T at 128-row steps of head dims up to 64 alone (measured there).
   CHECK(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 128));
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(48, 48, 1, 128));  // both fit in flight
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(80, 80, 1, 128));
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 96));
-  Spec d72 = spec_of(72, 72);
-  d72.deterministic = true;
-  CHECK(rt::plan_backward(d72, "sm_90a", {}).launches[1].tiles.block_m == 96);
+  CHECK(dkdv.default_tiles(spec_of(72, 72), "sm_90a").block_m == 96);
   const Plan d192 = rt::plan_backward(spec_of(192, 192), "sm_90a", {}).launches[1];
   CHECK(d192.dv_splits == 2);
   CHECK(d192.dk_slice == 128);
@@ -341,9 +339,35 @@ TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accum
   CHECK(fused[1].name == "dq_accum");
   CHECK(fused[1].bytes == size_t{4} * 8 * (600 / 64 + 2 + 1) * 64 * 128);
   CHECK(fused[1].zeroed);
+  // In key-block order, then two counters a block, zeroed too.
   Spec deterministic = s;
   deterministic.deterministic = true;
-  CHECK(rt::backward_scratch(rt::plan_backward(deterministic, "sm_90a", {}), f).size() == 1);
+  const std::vector<rt::ScratchBuffer> ordered =
+      rt::backward_scratch(rt::plan_backward(deterministic, "sm_90a", {}), f);
+  REQUIRE(ordered.size() == 3);
+  CHECK(ordered[1].bytes == fused[1].bytes);
+  CHECK(ordered[2].name == "dq_turns");
+  CHECK(ordered[2].bytes == size_t{4} * 2 * 8 * (600 / 64 + 2 + 1));
+  CHECK(ordered[2].zeroed);
+  // The two kernels pass D alone.
+  Spec two_kernels = spec_of(192, 192);
+  CHECK(rt::backward_scratch(rt::plan_backward(two_kernels, "sm_90a", {}), f).size() == 1);
+  // The launches find their buffers by name; a staged tensor's buffer after them is not one.
+  std::vector<rt::ScratchBuffer> with_staged = ordered;
+  with_staged.push_back({"k_rows", 4096});
+  void* base = reinterpret_cast<void*>(uintptr_t{1} << 30);  // never dereferenced
+  const std::vector<void*> at = rt::scratch_pointers(with_staged, base);
+  BackwardArgs args;
+  args.forward = f;
+  const BwdParams p = rt::make_bwd_params(deterministic, args, with_staged, at);
+  CHECK(p.d_rows == at[0]);
+  CHECK(p.dq_accum == at[1]);
+  CHECK(p.dq_turns == at[2]);
+  const std::vector<rt::ScratchBuffer> d_rows_only = {ordered[0], {"k_rows", 4096}};
+  const BwdParams q = rt::make_bwd_params(two_kernels, args, d_rows_only,
+                                          rt::scratch_pointers(d_rows_only, base));
+  CHECK(q.dq_accum == nullptr);
+  CHECK(q.dq_turns == nullptr);
 }
 
 TEST_CASE("plan: the backward's TMA traits take dO's rows into account too") {

@@ -20,7 +20,8 @@ namespace {
 enum class Mode { Default, Deterministic, Sm80 };
 
 // Checks every case, continuing past failures so one run reports all of them.
-// Mode::Deterministic sets backward.deterministic (the separate dQ kernel); Mode::Sm80 turns
+// Mode::Deterministic sets backward.deterministic (on sm_90a the ordered dK/dV/dQ kernel up to
+// d128, the separate dQ kernel past it); Mode::Sm80 turns
 // warp specialisation off (the mma.sync kernels, which odd head dims reach on the H200 only
 // this way since the runtime stages their rows for TMA); deterministic_runs > 1 runs each
 // backward that often and requires bitwise-equal gradients.
@@ -107,10 +108,10 @@ TEST_CASE("backward, sm80 kernels: every head dim on small shapes") {
   check_cases(small_cases(), 0, Mode::Sm80);
 }
 
-// The deterministic kernels at every head dim: their own tiles (up to 96 query rows a step, 48
-// to 128 keys a dQ step), which the default mode's fused dK/dV/dQ kernel replaces wherever
-// it serves. The windows' shapes of up to 300 rows: the larger ones are the default mode's
-// case (their references take minutes; this case runs in about two).
+// The deterministic kernels at every head dim: the ordered dK/dV/dQ kernel where the dQ
+// variants serve, the two kernels' own tiles past them (48 to 128 keys a dQ step). The
+// windows' shapes of up to 300 rows: the larger ones are the default mode's case (their
+// references take minutes; this case runs in about two).
 TEST_CASE("backward, deterministic: every head dim on small shapes, and windows") {
   std::vector<GridCase> cases = small_cases();
   for (GridCase& c : window_cases())
