@@ -30,14 +30,15 @@
 //
 // The ordered variant (bwd_dkdv_dq_ordered_sm90, deterministic) makes those adds in a fixed
 // order of key blocks, so that every run sums each block alike (FlashAttention-3's
-// deterministic backward). The consumers stage their tiles as above and leave the block's
-// address, its counter in dq_turns and their turn in a mailbox; the producer's second warp,
-// the dQ writer, waits until the counter reaches the turn, adds the tile, waits for the add
-// to land and releases the counter to the next key block, then frees the stage. Under the
-// full band the order is by key block, up; under causal and window bands, down from the last
-// key block that sees the tile: with the blocks walking their query tiles up, that is the
-// order in which they reach it. The grid's x index runs the same way (key blocks counted down
-// under bands), so a CTA only ever waits for CTAs launched before it.
+// deterministic backward). The consumers stage their tiles as above, leave the block's
+// address, its counter in dq_turns and their turn in a mailbox and arrive at an mbarrier;
+// the dQ writer (the first lane of the producer's second warp) waits until the counter
+// reaches the turn, adds the tile, frees the stage once read, and releases the counter to the
+// next key block once the add has landed. Under the full band the order is by key block, up;
+// under causal and window bands, down from the last key block that sees the tile: with the
+// blocks walking their query tiles up, that is the order in which they reach it. The grid's x
+// index runs the same way (key blocks counted down under bands), so a CTA only ever waits for
+// CTAs launched before it.
 //
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
 // kBlockM (queries a step), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
@@ -95,8 +96,8 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kDqStageBytes =
       kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM) : 0;
   static constexpr int kDqStageOffset = kDsOffset + kDsBuffers * kDsBytes;
-  // The ordered variant's mailboxes, one a consumer: the block (null: nothing to add), its
-  // counter, the turn.
+  // The ordered variant's mailboxes, one a consumer: its "staged" and "free" mbarriers, then
+  // the staged tile's block (null: nothing to add), its counter and the turn.
   static constexpr int kDqMailboxOffset = kDqStageOffset + 2 * kDqStageBytes;
   static constexpr int kDqMailboxBytes = kDq == DqAdds::kKeyOrder ? budget::kDqMailboxBytes : 0;
   static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D per slot
@@ -158,13 +159,10 @@ using Sm90BwdDkDvDqOrderedLayout = Sm90BwdDkDvLayoutOf<Cfg, DqAdds::kKeyOrder>;
 namespace sm90_bwd {
 
 // Named barriers (id 0 is __syncthreads'): both consumers' dS^T tiles are in shared memory;
-// consumer c's dQ tile is staged (id kDqStagedBarrier + c); in the ordered variant, consumer
-// c's stage is free again (kDqFreeBarrier + c), both of those joining the consumer's warp
-// group and the dQ writer warp.
+// consumer c's dQ tile is staged (id kDqStagedBarrier + c). The ordered variant hands its
+// staged tiles to the dQ writer through mbarriers instead (its mailboxes).
 constexpr u32 kDsReadyBarrier = 1;
 constexpr u32 kDqStagedBarrier = 2;
-constexpr u32 kDqFreeBarrier = 4;
-constexpr u32 kDqHandOverThreads = 128 + 32;
 
 template <class Cfg, DqAdds kDq>
 struct Smem {
@@ -179,9 +177,12 @@ struct Smem {
   __device__ u32 dq_stage(int consumer) const {
     return base + L::kDqStageOffset + consumer * L::kDqStageBytes;
   }
-  __device__ u32 dq_mailbox(int consumer) const {
+  // Consumer c's tile is staged (its 128 threads arrive) / its stage is free (the writer).
+  __device__ u32 dq_staged(int consumer) const {
     return base + L::kDqMailboxOffset + consumer * L::kDqMailboxBytes;
   }
+  __device__ u32 dq_free(int consumer) const { return dq_staged(consumer) + 8; }
+  __device__ u32 dq_mailbox(int consumer) const { return dq_staged(consumer) + 16; }
   // The slot's kBlockM LSE values (log2 domain), then its kBlockM D values.
   __device__ float* rows(int slot) const {
     return reinterpret_cast<float*>(generic + L::kRowsOffset) + slot * 2 * Cfg::kBlockM;
@@ -326,11 +327,13 @@ struct DqShare {
 // the slot is released, the tile goes to `stage` in its block's order. In any order, the warp
 // group's first thread then adds it to dq_accum with one bulk reduction, and the next step
 // writes `stage` only after that thread has waited for this read (at the dS^T barrier). In
-// key-block order the dQ writer adds it, and frees the stage (the wait at step j > 0).
+// key-block order the dQ writer adds it, and frees the stage (the wait at step j > 0): the
+// consumer leaves the block in the mailbox and arrives at `staged`.
 template <class Cfg, DqAdds kDq, int N, int kCol0>
 __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u32 stage,
-                                                    u32 mailbox, int c, int j,
-                                                    const DqShare& share, int warp, int lane) {
+                                                    u32 staged, u32 free, u32 mailbox, int c,
+                                                    int j, const DqShare& share, int warp,
+                                                    int lane) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   float acc[N / 8][4];
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
@@ -338,7 +341,7 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u3
   wgmma_commit();
   wgmma_wait<0>();
   mbar_arrive(empty);
-  if (kDq == DqAdds::kKeyOrder && j > 0) named_sync(kDqFreeBarrier + c, kDqHandOverThreads);
+  if (kDq == DqAdds::kKeyOrder && j > 0) mbar_wait(free, (j - 1) & 1);
 #pragma unroll
   for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -355,7 +358,7 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u3
       st_shared_u64(mailbox + 8, reinterpret_cast<u64>(share.turns));
       st_shared_u32(mailbox + 16, share.turn);
     }
-    named_arrive(kDqStagedBarrier + c, kDqHandOverThreads);
+    mbar_arrive(staged);
   } else {
     named_sync(kDqStagedBarrier + c, 128);
     if (warp != 0 || lane != 0) return;
@@ -364,53 +367,45 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u3
   }
 }
 
-// The ordered variant's dQ writer (the producer's second warp): each step, each consumer's
-// staged tile, added once the key blocks before this one in the order have added theirs.
-// Every lane waits at the barriers; the first issues the adds. Both consumers' adds of a step
-// are in flight together, and their stages are freed once read, before the adds land: at 64
-// query rows a step, one add at a time, each waited for, took longer than the step (det /
-// default 0.71 at d72, bench/NOTES.md entry 33).
+// The ordered variant's dQ writer (the first lane of the producer's second warp): each step,
+// each consumer's staged tile, added once the key blocks before this one in the order have
+// added theirs. Both consumers' adds of a step are in flight together, and their stages are
+// freed once read, before the adds land: at 64 query rows a step, one add at a time, each
+// waited for, took longer than the step (det / default 0.71 at d72, bench/NOTES.md entry 33).
 template <class Cfg>
 __device__ __forceinline__ void write_dq(const Smem<Cfg, DqAdds::kKeyOrder>& sm, int steps) {
   using L = Sm90BwdDkDvDqOrderedLayout<Cfg>;
   constexpr int kCols0 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols0;
   constexpr int kCols1 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols1;
-  const bool issues = threadIdx.x % 32 == 0;
 #pragma unroll 1
   for (int j = 0; j < steps; ++j) {
     int* turns[2];
     int turn[2];
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      named_sync(kDqStagedBarrier + c, kDqHandOverThreads);
+      mbar_wait(sm.dq_staged(c), j & 1);
       const u32 mailbox = sm.dq_mailbox(c);
       float* at = reinterpret_cast<float*>(ld_shared_u64(mailbox));
       turns[c] = at != nullptr ? reinterpret_cast<int*>(ld_shared_u64(mailbox + 8)) : nullptr;
       turn[c] = ld_shared_u32(mailbox + 16);
-      if (issues && at != nullptr) {
-        while (ld_acquire_gpu(turns[c]) != turn[c]) {
-        }
-        fence_proxy_async_global();  // the earlier adds, before this one's reads
-        bulk_reduce_add_f32(at, sm.dq_stage(c), kDqTileRows * (c == 0 ? kCols0 : kCols1) * 4);
-        bulk_commit();
+      if (at == nullptr) continue;
+      while (ld_acquire_gpu(turns[c]) != turn[c]) {
       }
+      fence_proxy_async_global();  // the earlier adds, before this one's reads
+      bulk_reduce_add_f32(at, sm.dq_stage(c), kDqTileRows * (c == 0 ? kCols0 : kCols1) * 4);
+      bulk_commit();
     }
-    if (issues) bulk_wait_read<0>();
-    __syncwarp();
-    if (j + 1 < steps) {
-      named_arrive(kDqFreeBarrier, kDqHandOverThreads);
-      named_arrive(kDqFreeBarrier + 1, kDqHandOverThreads);
-    }
-    if (issues) {
-      bulk_wait<0>();
-      fence_proxy_async_global();  // the adds, before the releases
+    bulk_wait_read<0>();
+    mbar_arrive(sm.dq_free(0));
+    mbar_arrive(sm.dq_free(1));
+    bulk_wait<0>();
+    fence_proxy_async_global();  // the adds, before the releases
 #pragma unroll
-      for (int c = 0; c < 2; ++c)
-        if (turns[c] != nullptr) st_release_gpu(turns[c], turn[c] + 1);
-    }
-    __syncwarp();
+    for (int c = 0; c < 2; ++c)
+      if (turns[c] != nullptr) st_release_gpu(turns[c], turn[c] + 1);
   }
 }
+
 
 
 // One consumer warp group (index c: keys n0 + 64c ..): every step, then its rows of dK, dV.
@@ -540,17 +535,19 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         }
         const u32 ds = sm.ds(j % L::kDsBuffers);
         const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
-        const u32 stage = sm.dq_stage(c), mailbox = sm.dq_mailbox(c);
+        const u32 stage = sm.dq_stage(c), staged = sm.dq_staged(c), free = sm.dq_free(c),
+                  mailbox = sm.dq_mailbox(c);
         if constexpr (L::kDqRowsSplit)
           finish_step_with_dq<Cfg, kDq, Cfg::kDkSlice, 0>(ds + c * L::kDsPanelBytes, k_cols,
-                                                          sm.empty(slot), stage, mailbox, c, j,
-                                                          share, warp, lane);
+                                                          sm.empty(slot), stage, staged, free,
+                                                          mailbox, c, j, share, warp, lane);
         else if (c == 0)
           finish_step_with_dq<Cfg, kDq, L::kDqCols0, 0>(ds, k_cols, sm.empty(slot), stage,
-                                                        mailbox, c, j, share, warp, lane);
+                                                        staged, free, mailbox, c, j, share,
+                                                        warp, lane);
         else
           finish_step_with_dq<Cfg, kDq, L::kDqCols1, L::kDqCols0>(
-              ds, k_cols, sm.empty(slot), stage, mailbox, c, j, share, warp, lane);
+              ds, k_cols, sm.empty(slot), stage, staged, free, mailbox, c, j, share, warp, lane);
         continue;
       }
       wgmma_commit();
@@ -612,6 +609,11 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
       // but compute-sanitizer's racecheck credits a release only to the threads that arrive).
       mbar_init(sm.empty(slot), L::kConsumerThreads);
     }
+    if constexpr (kDq == DqAdds::kKeyOrder)
+      for (int c = 0; c < 2; ++c) {
+        mbar_init(sm.dq_staged(c), 128);  // every thread of consumer c: its part of the tile
+        mbar_init(sm.dq_free(c), 1);      // the dQ writer, once the add has read the stage
+      }
     mbar_fence_init();
   }
   __syncthreads();
@@ -620,7 +622,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
     regs_release<ws_regs::kProducer>();
     if (threadIdx.x < 32) sm90_bwd::produce<Cfg>(sm, p, kb, tm_q, tm_k, tm_v, tm_do);
     else if constexpr (kDq == DqAdds::kKeyOrder)
-      if (threadIdx.x < 64) sm90_bwd::write_dq<Cfg>(sm, kb.steps(p));
+      if (threadIdx.x == 32) sm90_bwd::write_dq<Cfg>(sm, kb.steps(p));
   } else {
     regs_claim<ws_regs::kConsumer>();
     sm90_bwd::consume<Cfg, kDq>(sm, p, kb, warp_group - 1);

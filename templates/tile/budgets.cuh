@@ -113,9 +113,9 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m) {
   return kDqAccumTileRows * 4 * bwd_dkdv_sm90_dq_cols(dk_slice, block_m);
 }
-// The ordered variant's consumers leave each staged tile's block, counter and turn for the
-// dQ writer warp in a mailbox beside it.
-enum : int { kDqMailboxBytes = 32 };
+// The ordered variant's consumers hand each staged tile to the dQ writer through a mailbox
+// beside it: two mbarriers (staged, free), the tile's block, counter and turn.
+enum : int { kDqMailboxBytes = 48 };
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
                                                int block_n, bool ordered) {
   return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
