@@ -275,7 +275,8 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
     for (int r = lane; r < Cfg::kBlockM; r += 32) {
       const bool valid = m0 + r < seq.seqlen_q;
       st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
-      st_shared_u32(rows + 4 * (Cfg::kBlockM + r), __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
+      st_shared_u32(rows + 4 * (Cfg::kBlockM + r),
+                    __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
     }
     if (lane != 0) {
       mbar_arrive(sm.full(slot));  // this lane's rows are written
@@ -448,8 +449,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     wgmma_wait<L::kDvDuringDs ? 1 : 0>();  // S^T has landed (dP^T may be in flight)
 
     if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
-      mask_scores_transposed<Cfg, L::kAccumulateDq>(s, key0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
-                                       kb.seq.seqlen_k);
+      mask_scores_transposed<Cfg, L::kAccumulateDq>(s, key0 + warp * 16 + lane / 4, m0,
+                                                    kb.seq.diag, lane, kb.seq.seqlen_k);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
     const u32 dv_panel = sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes;
@@ -528,7 +529,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         const bool adds =
             share_col0 < Cfg::kDqkPad && (!L::kDqRowsSplit || dq_m0 < kb.seq.seqlen_q);
         DqShare share{nullptr, nullptr, 0};
-        if (adds) share.at = p.dq_accum + (block * (Cfg::kDvSplits * Cfg::kDkSlice) + share_col0) * kDqTileRows;
+        if (adds)
+          share.at = p.dq_accum +
+                     (block * (Cfg::kDvSplits * Cfg::kDkSlice) + share_col0) * kDqTileRows;
         if constexpr (kDq == DqAdds::kKeyOrder) {
           share.turns = p.dq_turns + block * 2 + (L::kDqRowsSplit ? 0 : c);
           share.turn = kb.dq_turn(m0);
