@@ -141,8 +141,8 @@ bool serves_with_dq(const Spec& spec, const std::string& target, const CallTrait
 }
 
 // The ordered variant's: the deterministic specs' calls whose dims the dQ variants' tiles hold.
-// There it took less time than the two kernels at every dim measured (det / default
-// 0.80-0.98 against 0.68-0.87 at d40-d128 on the H200, bench/NOTES.md entry 33).
+// There it took less time than the two kernels at every dim measured (det / default on the
+// H200 0.88-0.99 at d64-d128, against 0.68-0.87 at d40-d128: bench/NOTES.md entry 33).
 bool serves_ordered(const Spec& spec, const std::string& target, const CallTraits& call) {
   return spec.deterministic && serves_calls(spec, target, call) &&
          some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_ordered);

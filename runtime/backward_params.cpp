@@ -64,7 +64,8 @@ std::vector<ScratchBuffer> backward_scratch(const OperationPlan& op, const Forwa
     const size_t block_floats = static_cast<size_t>(fj::budget::kDqAccumTileRows) *
                                 static_cast<size_t>(plan.dk_slice * plan.dv_splits);
     scratch.push_back({"dq_accum", sizeof(float) * blocks * block_floats, true});
-    if (plan.path->orders_dq_adds) scratch.push_back({"dq_turns", sizeof(int) * 2 * blocks, true});
+    if (plan.path->orders_dq_adds)
+      scratch.push_back({"dq_turns", sizeof(int) * fj::budget::kDqTurnsPerBlock * blocks, true});
   }
   return scratch;
 }

@@ -15,8 +15,11 @@ namespace fj {
 // start at block q_start / kDqTileRows + b of its head (never overlapping the sequence
 // before), a head's blocks rows / kDqTileRows + batch + 1 apart, where rows is the packed
 // total (varlen) or batch * seqlen_q. The host sizes it by the same rule
-// (runtime/backward_params.cpp).
+// (runtime/backward_params.cpp). The ordered variant's dq_turns holds kDqTurnsPerBlock
+// counters a block, in the blocks' order: consumer c's share counts on counter c (at 128 rows
+// a step a block is one consumer's, on counter 0).
 enum : int { kDqTileRows = budget::kDqAccumTileRows };
+enum : int { kDqTurnsPerBlock = budget::kDqTurnsPerBlock };
 template <bool kVarlen>
 __device__ __forceinline__ long long dq_tile_index(const AttnParams& p, const Sequence& s,
                                                    int batch, int head, int m0) {

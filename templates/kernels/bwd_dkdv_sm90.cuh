@@ -407,8 +407,6 @@ __device__ __forceinline__ void write_dq(const Smem<Cfg, DqAdds::kKeyOrder>& sm,
   }
 }
 
-
-
 // One consumer warp group (index c: keys n0 + 64c ..): every step, then its rows of dK, dV.
 template <class Cfg, DqAdds kDq>
 __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParams& p,
@@ -533,7 +531,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
           share.at = p.dq_accum +
                      (block * (Cfg::kDvSplits * Cfg::kDkSlice) + share_col0) * kDqTileRows;
         if constexpr (kDq == DqAdds::kKeyOrder) {
-          share.turns = p.dq_turns + block * 2 + (L::kDqRowsSplit ? 0 : c);
+          share.turns = p.dq_turns + block * kDqTurnsPerBlock + (L::kDqRowsSplit ? 0 : c);
           share.turn = kb.dq_turn(m0);
         }
         const u32 ds = sm.ds(j % L::kDsBuffers);

@@ -20,7 +20,8 @@ struct BwdParams : AttnParams {
   // tiles (attn/dq_accum.cuh, dq_tile_index), zeroed by the runtime before the launches and
   // read by bwd_dq_convert. Null otherwise.
   float* dq_accum;
-  // When it adds to those blocks in key-block order (deterministic): two counters a block,
-  // the adds each of its shares has had (attn/dq_accum.cuh), zeroed too. Null otherwise.
+  // When it adds to those blocks in key-block order (deterministic): kDqTurnsPerBlock counters
+  // a block, the adds each of its shares has had (attn/dq_accum.cuh), zeroed too. Null
+  // otherwise.
   int* dq_turns;
 };

@@ -97,6 +97,8 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 enum : int { kBwdDkDvSm90DsBuffers = 2 };
 // The rows of a block of the dQ accumulator (attn/dq_accum.cuh): dQ's wgmma M.
 enum : int { kDqAccumTileRows = 64 };
+// The ordered variant's counters a block of it (dq_turns): one a consumer's share.
+enum : int { kDqTurnsPerBlock = 2 };
 FJ_BUDGET constexpr bool bwd_dkdv_sm90_dq_rows_split(int block_m) {
   return block_m == 2 * kDqAccumTileRows;
 }
