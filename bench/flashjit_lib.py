@@ -201,7 +201,9 @@ class Kernel:
         """A call that launches the backward: q, k, v, o and lse as the forward had and
         wrote them, d_o in, d_q, d_k, d_v written (the layouts of o, q, k, v). `workspace`:
         a CUDA tensor of at least backward_workspace_bytes bytes, or None (the runtime
-        allocates). Arguments built once, as launcher's."""
+        allocates). Arguments built once, as launcher's. The launcher holds `workspace`:
+        freed before a launch, its memory could go to another tensor in between, and with it
+        the counters of the deterministic kernel (a stall of the first-call thread pool)."""
         args = (self._handle,
                 *self._backward_args(q, k, v, o, lse, d_o, d_q, d_k, d_v, softmax_scale),
                 workspace.data_ptr() if workspace is not None else None,
@@ -212,6 +214,7 @@ class Kernel:
         def launch() -> None:
             check(backward(*args))
 
+        launch.keep = workspace  # alive as long as the launcher
         return launch
 
     def reports(self) -> dict:
