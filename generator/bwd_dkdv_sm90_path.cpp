@@ -34,18 +34,14 @@ constexpr Tiles kPreferredWithDq[] = {
     {128, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {64, kBwdSm90BlockN, kBwdSm90Warps, 2},
 };
-
-// The columns a CTA holds: all of dK and dV while a consumer's registers hold them beside
-// S^T and dP^T of `block_m` query rows; wider heads split into 64-column panels of at most
-// 256 columns of both together.
-ColumnSplit column_split_for(const PaddedDims& dims, int block_m) {
-  const int whole = fj::budget::bwd_dkdv_sm90_consumer_registers(dims.d_qk_pad, dims.d_v_pad, block_m);
-  if (whole <= fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters) return whole_columns(dims);
-  const int splits = ceil_div(dims.d_qk_pad + dims.d_v_pad, 256);
-  return {.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 64),
-          .dv_slice = round_up(ceil_div(dims.d_v_pad, splits), 64),
-          .splits = splits};
-}
+// Where the dK/dV kernel would split the columns over CTAs (each recomputing S^T and dP^T,
+// and the dQ kernel both again), the dQ variant takes 64 keys a CTA and pairs its consumers on
+// them (kernels/bwd_dkdv_sm90.cuh), with two ring slots: d192 409 TFLOP/s against the split
+// kernels' 342 on the H200. Not elsewhere: one slot (d200, d256), unsplit heads (d136,
+// 192/128) and the ordered adds (twice the key blocks a dQ tile waits for) ran 4-28% slower
+// than the kernels they would replace (bench/NOTES.md entry 34).
+constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
+constexpr Tiles kPaired = {64, kPairedKeys, kBwdSm90Warps, 2};
 
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
@@ -54,9 +50,9 @@ int shared_bytes(const PaddedDims& dims, const Tiles& t) {
                                                 t.block_m, t.block_n, t.stages, 0);
 }
 
-// The dQ variants' (`ordered`: in key-block order).
+// The dQ variants' (`ordered`: in key-block order), whole columns.
 int dq_variant_shared_bytes(const PaddedDims& dims, const Tiles& t, bool ordered) {
-  const ColumnSplit split = bwd_dkdv_dq_sm90_column_split(dims);
+  const ColumnSplit split = whole_columns(dims);
   return fj::budget::bwd_dkdv_sm90_shared_bytes(
       dims.element_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
       split.splits, t.block_m, t.block_n, t.stages,
@@ -89,17 +85,33 @@ std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split) {
   return "";
 }
 
+// 64 keys a CTA, the consumers paired on them: one slot or two of 64 query rows, each
+// consumer's accumulator a wgmma N.
+std::string paired_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target,
+                                 bool ordered) {
+  if (t.warps != kBwdSm90Warps || t.block_m != 64 || (t.stages != 1 && t.stages != 2))
+    return fmt::format("paired consumers (block_n {}) run 64 query rows a step in one or two "
+                       "ring slots with {} warps, not block_m {}, {} slots, {} warps",
+                       kPairedKeys, kBwdSm90Warps, t.block_m, t.stages, t.warps);
+  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
+    return fmt::format("head dims {}/{} (padded): paired consumers hold dK or dV whole, a wgmma "
+                       "N of at most 256", dims.d_qk_pad, dims.d_v_pad);
+  const int registers =
+      fj::budget::bwd_dkdv_sm90_paired_registers(dims.d_qk_pad, dims.d_v_pad, t.block_m);
+  if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
+    return fmt::format("{} accumulator registers a paired consumer thread (more than {} spills)",
+                       registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
+  return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
+}
+
 std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                      const std::string& target, bool ordered) {
+  if (t.block_n == kPairedKeys) return paired_tiles_problem(dims, t, target, ordered);
   if (t.block_m != 64 && t.block_m != 128)
     return fmt::format("block_m {} must be 64 or 128 (dQ's wgmma M, or two of them)", t.block_m);
   if (t.stages != 2)
-    return fmt::format("stages {}: the dQ variant's ring has two slots", t.stages);
-  const ColumnSplit split = bwd_dkdv_dq_sm90_column_split(dims);
-  if (split.splits > 1)
-    return fmt::format("head dims {}/{} (padded) split the dK/dV columns, and each split would "
-                       "recompute S^T and dP^T for its dQ share: the deterministic kernels serve",
-                       dims.d_qk_pad, dims.d_v_pad);
+    return fmt::format("stages {}: the dQ variant's ring has two slots at 128 keys", t.stages);
+  const ColumnSplit split = whole_columns(dims);
   if (std::string problem = common_tiles_problem(t, split); !problem.empty()) return problem;
   if (fj::budget::bwd_dkdv_sm90_dq_rows_split(t.block_m) && split.dk_slice > 64)
     return fmt::format("block_m {} splits dQ's rows, and its {} columns would cross a panel of K",
@@ -135,9 +147,16 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
 
 // The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
 // a sum of reductions in whatever order the CTAs reach them).
+bool pairs_consumers(const Spec& spec, const std::string& target) {
+  const PaddedDims dims = padded_dims(spec);
+  return bwd_dkdv_sm90_column_split(dims).splits > 1 &&
+         tiles_problem_with_dq(dims, kPaired, target).empty();
+}
+
 bool serves_with_dq(const Spec& spec, const std::string& target, const CallTraits& call) {
   return !spec.deterministic && serves_calls(spec, target, call) &&
-         some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq);
+         (some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq) ||
+          pairs_consumers(spec, target));
 }
 
 // The ordered variant's: the deterministic specs' calls whose dims the dQ variants' tiles hold.
@@ -154,6 +173,7 @@ Tiles default_tiles(const Spec& spec, const std::string& target) {
 }
 
 Tiles default_tiles_with_dq(const Spec& spec, const std::string& target) {
+  if (pairs_consumers(spec, target)) return kPaired;
   return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_with_dq,
                              "sm90 dK/dV/dQ");
 }
@@ -170,7 +190,9 @@ std::vector<Tiles> tuning_grid(const Spec& spec) {
 }
 
 std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
-  return {std::begin(kPreferredWithDq), std::end(kPreferredWithDq)};
+  std::vector<Tiles> grid(std::begin(kPreferredWithDq), std::end(kPreferredWithDq));
+  grid.push_back(kPaired);
+  return grid;
 }
 
 std::string ws_tiles_label(const Tiles& t) {
@@ -196,12 +218,13 @@ std::string entry_ordered(const Plan& plan) {
 
 }  // namespace
 
-ColumnSplit bwd_dkdv_dq_sm90_column_split(const PaddedDims& dims) {
-  return column_split_for(dims, fj::budget::kDqAccumTileRows);
-}
-
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims) {
-  return column_split_for(dims, 32);
+  const int whole = fj::budget::bwd_dkdv_sm90_consumer_registers(dims.d_qk_pad, dims.d_v_pad, 32);
+  if (whole <= fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters) return whole_columns(dims);
+  const int splits = ceil_div(dims.d_qk_pad + dims.d_v_pad, 256);
+  return {.dk_slice = round_up(ceil_div(dims.d_qk_pad, splits), 64),
+          .dv_slice = round_up(ceil_div(dims.d_v_pad, splits), 64),
+          .splits = splits};
 }
 
 std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
@@ -253,7 +276,7 @@ const KernelPathInfo kBwdDkDvDqSm90Path = {
     .default_tiles = default_tiles_with_dq,
     .tiles_problem = tiles_problem_with_dq,
     .tiles_in_mask_blocks = false,
-    .column_split = bwd_dkdv_dq_sm90_column_split,
+    .column_split = whole_columns,
     .shared_bytes = shared_bytes_with_dq,
     .tuning_grid = tuning_grid_with_dq,
     .tuning_problem = no_tuning_problem,
@@ -278,7 +301,7 @@ const KernelPathInfo kBwdDkDvDqOrderedSm90Path = {
     .default_tiles = default_tiles_ordered,
     .tiles_problem = tiles_problem_ordered,
     .tiles_in_mask_blocks = false,
-    .column_split = bwd_dkdv_dq_sm90_column_split,
+    .column_split = whole_columns,
     .shared_bytes = shared_bytes_ordered,
     .tuning_grid = tuning_grid_with_dq,
     .tuning_problem = no_tuning_problem,

@@ -3,7 +3,8 @@
 // without a block mask; the others take bwd_dkdv_sm80. Three variants of the kernel:
 //   bwd_dkdv_dq_sm90          also accumulates dQ (fp32 reductions in global memory, in
 //                             whatever order they come, so not deterministic); bwd_dq_convert
-//                             then writes dQ. Preferred.
+//                             then writes dQ. Preferred. Where the dK/dV-only kernel would
+//                             split the columns, 64 keys a CTA with the consumers paired.
 //   bwd_dkdv_dq_ordered_sm90  the same, its reductions in key-block order: deterministic.
 //                             Preferred for deterministic specs.
 //   bwd_dkdv_sm90             dK and dV only, deterministic; bwd_dq_sm90 computes dQ.
@@ -25,13 +26,11 @@ extern const KernelPathInfo kBwdDkDvSm90Path;
 inline constexpr int kBwdSm90BlockN = 128;
 inline constexpr int kBwdSm90Warps = 12;
 
-// The deterministic variant's columns a CTA holds: all of dK and dV while a consumer's
+// The dK/dV-only variant's columns a CTA holds: all of dK and dV while a consumer's
 // registers hold them beside S^T and dP^T of a 32-row query tile; wider heads split into
-// 64-column panels of at most 256 columns of both together. (The dQ variant's threshold is
-// its 64-row tile.)
+// 64-column panels of at most 256 columns of both together. (The dQ variants hold whole
+// columns, pairing their consumers where one cannot; bwd_dq_convert reads dq_accum so.)
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims);
-// The dQ variant's: the same rule at its 64-row tile. bwd_dq_convert reads dq_accum by it.
-ColumnSplit bwd_dkdv_dq_sm90_column_split(const PaddedDims& dims);
 std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
                                         const std::string& target);
 

@@ -28,6 +28,14 @@
 // (red.global) took as long again as the products, and one bulk reduction a row took longer
 // still. bwd_dq_convert reads the blocks back in that order and scales them into dQ.
 //
+// Where one consumer cannot hold its keys' dK and dV beside S^T and dP^T (qk + v past about
+// 256 columns), the dQ variants take 64 keys a CTA and pair the consumers on them instead of
+// splitting the columns over CTAs that each recompute S^T and dP^T (and dQ's kernel, both):
+// the first computes S^T, P^T and dV, and hands P^T to the second through shared memory; the
+// second computes dP^T, dS^T and dK. Each then computes its share of dQ as above
+// (consume_paired): five products a step and no recomputation, FlashAttention-3's tiles at
+// these head dims (64 x 80 or 96 there, its warp groups split dK's and dV's columns).
+//
 // The ordered variant (bwd_dkdv_dq_ordered_sm90, deterministic) makes those adds in a fixed
 // order of key blocks, so that every run sums each block alike (FlashAttention-3's
 // deterministic backward). The consumers stage their tiles as above, leave the block's
@@ -41,8 +49,8 @@
 // CTAs launched before it.
 //
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
-// kBlockM (queries a step), kBlockN (keys a CTA, 128), kStages, kVarlen and the causal and
-// window constants (block masks take the sm80 kernel).
+// kBlockM (queries a step), kBlockN (keys a CTA: 128, or 64 paired), kStages, kVarlen and the
+// causal and window constants (block masks take the sm80 kernel).
 #pragma once
 
 #include "../arch/sm90.cuh"
@@ -68,6 +76,8 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kThreads = 384;      // producer + two consumer warp groups
   static constexpr int kConsumerThreads = 256;  // the two consumer warp groups
   static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
+  // 64 keys a CTA: both consumers on the same keys, in the roles the top describes.
+  static constexpr bool kPaired = Cfg::kBlockN == budget::kBwdDkDvSm90PairedKeys;
   static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes);  // K's
   static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes);    // V's
   // Q's and dO's: every split's slice lies inside the tile, its panels past the head dim
@@ -93,12 +103,17 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kDsBytes = Cfg::kBlockN * Cfg::kBlockM * Element::kBytes;
   static constexpr int kDsPanelBytes = Cfg::kBlockN * kRow;
   static constexpr int kDsOffset = kDoOffset + Cfg::kStages * kDoBytes;
-  static constexpr int kDqStageBytes =
-      kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM) : 0;
-  static constexpr int kDqStageOffset = kDsOffset + kDsBuffers * kDsBytes;
+  // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarrier.
+  static constexpr int kPtOffset = kDsOffset + kDsBuffers * kDsBytes;
+  static constexpr int kPtBytes = budget::bwd_dkdv_sm90_pt_bytes(Cfg::kBlockM, Cfg::kBlockN);
+  static constexpr int kDqStage0Bytes =
+      kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM, 0) : 0;
+  static constexpr int kDqStage1Bytes =
+      kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM, 1) : 0;
+  static constexpr int kDqStageOffset = kPtOffset + kPtBytes;
   // The ordered variant's mailboxes, one a consumer: its "staged" and "free" mbarriers, then
   // the staged tile's block (null: nothing to add), its counter and the turn.
-  static constexpr int kDqMailboxOffset = kDqStageOffset + 2 * kDqStageBytes;
+  static constexpr int kDqMailboxOffset = kDqStageOffset + kDqStage0Bytes + kDqStage1Bytes;
   static constexpr int kDqMailboxBytes = kDq == DqAdds::kKeyOrder ? budget::kDqMailboxBytes : 0;
   static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D per slot
   static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
@@ -129,16 +144,21 @@ struct Sm90BwdDkDvLayoutOf {
   // nothing in flight while S^T and dP^T are used.
   static constexpr bool kDvDuringDs = !budget::bwd_dkdv_sm90_dv_after_ds(
       Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits, Cfg::kBlockM);
-  static_assert(budget::bwd_dkdv_sm90_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
-                                                     Cfg::kDvSplits, Cfg::kBlockM) <=
+  static_assert((kPaired ? budget::bwd_dkdv_sm90_paired_registers(Cfg::kDkSlice, Cfg::kDvSlice,
+                                                                  Cfg::kBlockM)
+                         : budget::bwd_dkdv_sm90_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
+                                                                Cfg::kDvSplits, Cfg::kBlockM)) <=
                     budget::kBwdDkDvSm90MaxAccumulatorRegisters,
                 "a consumer's accumulators within its register budget");
+  static_assert(!kPaired || (kAccumulateDq && Cfg::kDvSplits == 1 && Cfg::kBlockM == kDqTileRows),
+                "paired consumers accumulate dQ, over whole columns, 64 query rows a step");
 
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;
   static constexpr int kDvTiles = Cfg::kDvSlice / 8;
 
-  static_assert(Cfg::kBlockN == 2 * kConsumerKeys, "two consumer warp groups of 64 keys");
+  static_assert(Cfg::kBlockN == 2 * kConsumerKeys || kPaired,
+                "two consumer warp groups of 64 keys, or both on the same 64");
   static_assert(Cfg::kBlockM % 16 == 0 && Cfg::kBlockM <= 256, "wgmma N of S^T, k16 steps");
   static_assert(Cfg::kDkSlice % 16 == 0 && Cfg::kDkSlice <= 256 && Cfg::kDvSlice % 16 == 0 &&
                     Cfg::kDvSlice <= 256,
@@ -175,8 +195,11 @@ struct Smem {
   __device__ u32 d_o(int slot) const { return base + L::kDoOffset + slot * L::kDoBytes; }
   __device__ u32 ds(int buffer) const { return base + L::kDsOffset + buffer * L::kDsBytes; }
   __device__ u32 dq_stage(int consumer) const {
-    return base + L::kDqStageOffset + consumer * L::kDqStageBytes;
+    return base + L::kDqStageOffset + consumer * L::kDqStage0Bytes;
   }
+  // Paired consumers: P^T as float4s, 128 threads' apart; the mbarrier that says it is there.
+  __device__ float4* pt() const { return reinterpret_cast<float4*>(generic + L::kPtOffset); }
+  __device__ u32 pt_full() const { return base + L::kPtOffset + L::kPtBytes - 16; }
   // Consumer c's tile is staged (its 128 threads arrive) / its stage is free (the writer).
   __device__ u32 dq_staged(int consumer) const {
     return base + L::kDqMailboxOffset + consumer * L::kDqMailboxBytes;
@@ -424,10 +447,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
   const u32 v_rows = sm.v() + c * L::kConsumerKeys * L::kRow;
 
   float acc_dk[L::kDkTiles][4], acc_dv[L::kDvTiles][4];
-#pragma unroll
-  for (int t = 0; t < L::kDkTiles; ++t) acc_dk[t][0] = acc_dk[t][1] = acc_dk[t][2] = acc_dk[t][3] = 0.f;
-#pragma unroll
-  for (int t = 0; t < L::kDvTiles; ++t) acc_dv[t][0] = acc_dv[t][1] = acc_dv[t][2] = acc_dv[t][3] = 0.f;
+  zero_tiles(acc_dk);
+  zero_tiles(acc_dv);
 
   mbar_wait(sm.kv_full(), 0);
 #pragma unroll 1
@@ -581,6 +602,115 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
   }
 }
 
+// Paired consumers (64 keys a CTA, the dQ variants at head dims whose dK and dV one consumer
+// cannot hold), kFirst: S^T = K Q^T, P^T, dV += P^T dO, then the first share of dQ; the
+// second: dP^T = V dO^T, dS^T from the first's P^T, dK += dS^T Q, then the other share. Each
+// holds only its own accumulator of the block's 64 keys.
+template <class Cfg, DqAdds kDq, bool kFirst>
+__device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const BwdParams& p,
+                                               const KeyBlock<Cfg>& kb) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+  using Element = typename Cfg::Element;
+  using Storage = typename Element::Storage;
+  constexpr int kQT = L::kQTiles, kBM = Cfg::kBlockM;
+  constexpr int kTiles = kFirst ? L::kDvTiles : L::kDkTiles;
+  constexpr int c = kFirst ? 0 : 1;
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, thread = threadIdx.x % 128;
+
+  float acc[kTiles][4];
+  zero_tiles(acc);
+
+  mbar_wait(sm.kv_full(), 0);
+#pragma unroll 1
+  for (int j = 0; j < kb.steps(p); ++j) {
+    const int slot = j % Cfg::kStages;
+    const int m0 = kb.m0(j);
+    mbar_wait(sm.full(slot), (j / Cfg::kStages) & 1);
+    float s[kQT][4];
+    u32 x[kBM / 16][4];
+    wgmma_fence();
+    if constexpr (kFirst)
+      wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16>(s, sm.k(), L::kKPanelBytes, sm.q(slot),
+                                               L::kQPanelBytes);
+    else
+      wgmma_ss_k_major<kBM, Cfg::kDvPad / 16>(s, sm.v(), L::kKPanelBytes, sm.d_o(slot),
+                                              L::kQPanelBytes);
+    wgmma_commit();
+    wgmma_wait<0>();
+    const float* lse_log2 = sm.rows(slot);
+    const float* d_rows = lse_log2 + kBM;
+    const u32 ds = sm.ds(j % L::kDsBuffers);
+    if constexpr (kFirst) {
+      if (block_needs_mask<Cfg>(m0, kBM, kb.n0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
+        mask_scores_transposed<Cfg, true>(s, kb.n0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
+                                          kb.seq.seqlen_k);
+#pragma unroll
+      for (int t = 0; t < kQT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = t * 8 + (lane % 4) * 2 + e % 2;
+          s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
+        }
+        sm.pt()[t * 128 + thread] = make_float4(s[t][0], s[t][1], s[t][2], s[t][3]);
+      }
+      mbar_arrive(sm.pt_full());
+      pack_k16_steps<Element>(x, s);
+      wgmma_fence();
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc, x, sm.d_o(slot), L::kQPanelBytes);
+    } else {
+      // dS^T = P^T (dP^T - D), P^T as the first consumer's thread of the same index holds it.
+      mbar_wait(sm.pt_full(), j & 1);
+#pragma unroll
+      for (int t = 0; t < kQT; ++t) {
+        const float4 pt = sm.pt()[t * 128 + thread];
+        const float pe[4] = {pt.x, pt.y, pt.z, pt.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = t * 8 + (lane % 4) * 2 + e % 2;
+          s[t][e] = pe[e] * (s[t][e] - d_rows[col]);
+        }
+      }
+      pack_k16_steps<Element>(x, s);
+      store_ds_transposed(ds, L::kDsPanelBytes, x, warp * 16 + lane / 4, lane);
+      fence_proxy_async_shared();
+    }
+    // The second's dS^T in the buffer, read by both dQ products of the step; those of two
+    // steps ago are done, and so are the bulk reductions of the step before (see consume).
+    if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
+    named_sync(kDsReadyBarrier, 256);
+    if constexpr (!kFirst) {
+      wgmma_fence();
+      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(acc, x, sm.q(slot), L::kQPanelBytes);
+    }
+    const long long block = dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), m0);
+    const int share_col0 = kFirst ? 0 : L::kDqCols0;
+    DqShare share{nullptr, nullptr, 0};
+    if (share_col0 < Cfg::kDqkPad)
+      share.at = p.dq_accum + (block * Cfg::kDkSlice + share_col0) * kDqTileRows;
+    if constexpr (kDq == DqAdds::kKeyOrder) {
+      share.turns = p.dq_turns + block * kDqTurnsPerBlock + c;
+      share.turn = kb.dq_turn(m0);
+    }
+    const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
+    finish_step_with_dq<Cfg, kDq, kFirst ? L::kDqCols0 : L::kDqCols1, kFirst ? 0 : L::kDqCols0>(
+        ds, k_cols, sm.empty(slot), sm.dq_stage(c), sm.dq_staged(c), sm.dq_free(c),
+        sm.dq_mailbox(c), c, j, share, warp, lane);
+  }
+  if constexpr (kDq == DqAdds::kAnyOrder)
+    if (warp == 0 && lane == 0) bulk_wait<0>();
+
+  // ---- epilogue: every key row of the block, zeros for keys no query sees; dV's, or dK's.
+  const Sequence& seq = kb.seq;
+  const int key = kb.n0 + warp * 16;
+  const long long seq_stride = kFirst ? p.dv_seq_stride : p.dk_seq_stride;
+  const long long row0 = Cfg::kVarlen ? seq.k_start * seq_stride
+                                      : kb.batch * (kFirst ? p.dv_batch_stride : p.dk_batch_stride);
+  Storage* rows = static_cast<Storage*>(kFirst ? p.d_v : p.d_k) + row0 +
+                  kb.kv_head * (kFirst ? p.dv_head_stride : p.dk_head_stride) + key * seq_stride;
+  store_scaled_rows<Cfg>(acc, kFirst ? 1.f : p.softmax_scale, rows, seq_stride, key, seq.seqlen_k,
+                         kFirst ? Cfg::kHeadDimV : Cfg::kHeadDimQk, lane);
+}
+
 }  // namespace sm90_bwd
 
 template <class Cfg, DqAdds kDq>
@@ -615,6 +745,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
         mbar_init(sm.dq_staged(c), 128);  // every thread of consumer c: its part of the tile
         mbar_init(sm.dq_free(c), 1);      // the dQ writer, once the add has read the stage
       }
+    if constexpr (L::kPaired) mbar_init(sm.pt_full(), 128);  // the first consumer's threads
     mbar_fence_init();
   }
   __syncthreads();
@@ -626,7 +757,12 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
       if (threadIdx.x == 32) sm90_bwd::write_dq<Cfg>(sm, kb.steps(p));
   } else {
     regs_claim<ws_regs::kConsumer>();
-    sm90_bwd::consume<Cfg, kDq>(sm, p, kb, warp_group - 1);
+    if constexpr (L::kPaired) {
+      if (warp_group == 1) sm90_bwd::consume_paired<Cfg, kDq, true>(sm, p, kb);
+      else sm90_bwd::consume_paired<Cfg, kDq, false>(sm, p, kb);
+    } else {
+      sm90_bwd::consume<Cfg, kDq>(sm, p, kb, warp_group - 1);
+    }
   }
 }
 

@@ -89,8 +89,8 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // packed to 16 bits, out of the 240 setmaxnreg gives it.
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
 // The dQ-accumulating variant adds dq_bytes: two tiles of dS^T (block_n keys x block_m
-// queries) and each consumer's fp32 dQ tile staged for its bulk reduction (room for the wider
-// share). At 64 query rows a step the consumers split the dQ columns
+// queries), paired consumers' P^T, and each consumer's fp32 dQ tile staged for its bulk
+// reduction. At 64 query rows a step the consumers split the dQ columns
 // (bwd_dkdv_sm90_dq_cols0: the first's share, inside one 64-column panel or whole panels); at
 // 128 they split the rows, each a 64-row block of every column. The dQ accumulator lives
 // while S^T and dP^T do not, so the register rule is the same.
@@ -112,16 +112,30 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
          : cols0 > dk_slice - cols0           ? cols0
                                               : dk_slice - cols0;
 }
-FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m) {
-  return kDqAccumTileRows * 4 * bwd_dkdv_sm90_dq_cols(dk_slice, block_m);
+// Consumer c's staged fp32 dQ tile: its share's columns, or all of them at 128 rows.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m, int consumer) {
+  const int cols0 = bwd_dkdv_sm90_dq_cols0(dk_slice);
+  return kDqAccumTileRows * 4 *
+         (bwd_dkdv_sm90_dq_rows_split(block_m) ? dk_slice
+          : consumer == 0                      ? cols0
+                                               : dk_slice - cols0);
 }
 // The ordered variant's consumers hand each staged tile to the dQ writer through a mailbox
 // beside it: two mbarriers (staged, free), the tile's block, counter and turn.
 enum : int { kDqMailboxBytes = 48 };
+// 64 keys a CTA pair the consumers on the same keys (templates/kernels/bwd_dkdv_sm90.cuh): the
+// first hands its P^T (fp32, 64 keys x block_m queries) to the second through shared memory
+// and an mbarrier (16 bytes, keeping the dQ stages 16-byte aligned).
+enum : int { kBwdDkDvSm90PairedKeys = 64 };
+FJ_BUDGET constexpr int bwd_dkdv_sm90_pt_bytes(int block_m, int block_n) {
+  return block_n == kBwdDkDvSm90PairedKeys ? block_n * block_m * 4 + 16 : 0;
+}
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
                                                int block_n, bool ordered) {
   return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
-         2 * bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m) + (ordered ? 2 * kDqMailboxBytes : 0);
+         bwd_dkdv_sm90_pt_bytes(block_m, block_n) +
+         bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 0) +
+         bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 1) + (ordered ? 2 * kDqMailboxBytes : 0);
 }
 FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_tile_cols(int pad, int slice, int splits) {
@@ -144,6 +158,15 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_sl
   return (dk_slice + dv_slice) / 2 + block_m + block_m / 4;
 }
 enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
+// Paired consumers (64 keys, dQ accumulated, whole columns): the first holds dV, S^T and P^T
+// packed, then dV, P^T packed (dV's product in flight) and its dQ share; the second the same
+// with dK, dP^T and dS^T.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slice, int block_m) {
+  const int dq0 = bwd_dkdv_sm90_dq_cols0(dk_slice) / 2, dq1 = dk_slice / 2 - dq0;
+  const int first = dv_slice / 2 + block_m / 4 + (block_m / 2 > dq0 ? block_m / 2 : dq0);
+  const int second = dk_slice / 2 + block_m / 4 + (block_m / 2 > dq1 ? block_m / 2 : dq1);
+  return first > second ? first : second;
+}
 // 128 query rows a step at head dims up to 64 (whole columns) where P^T packed beside S^T and
 // dP^T would not fit: dV's product is issued after dS^T is computed (FlashAttention-3's
 // order), and P^T is packed only once S^T is used up, so a consumer holds S^T, dP^T, dK and

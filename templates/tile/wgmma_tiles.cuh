@@ -50,6 +50,13 @@ __device__ __forceinline__ void wgmma_ss_mn_major(float (&d)[N / 8][4], u32 a, i
                     smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), t > 0);
 }
 
+// An accumulator of kTiles n8 tiles, zeroed.
+template <int kTiles>
+__device__ __forceinline__ void zero_tiles(float (&d)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) d[t][0] = d[t][1] = d[t][2] = d[t][3] = 0.f;
+}
+
 // Two n8 tiles of an accumulator as one k16 step of wgmma's RS A operand.
 template <class Element>
 __device__ __forceinline__ void pack_k16_step(u32 (&x)[4], const float (&a)[4],

@@ -92,15 +92,18 @@ TEST_CASE("autotune backward: the dQ-accumulating kernel tunes its query step, a
   const BackwardCandidateSpace space = backward_candidate_space(spec_of(64, 64, false), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_dq_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_convert");
-  REQUIRE(space.candidates.size() == 2);
-  CHECK(space.first_dq == 2);
+  REQUIRE(space.candidates.size() == 3);
+  CHECK(space.first_dq == 3);
   CHECK(space.candidates[0].dkdv == Tiles{128, 128, 12, 2});
   CHECK(space.candidates[1].dkdv == Tiles{64, 128, 12, 2});
+  CHECK(space.candidates[2].dkdv == Tiles{64, 64, 12, 2});  // paired consumers, timed too
   CHECK(space.candidates.front().dq.is_auto());
-  // d128 has the 64-row tiling alone.
-  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 1);
-  // d256's dK and dV do not fit one CTA beside a 64-row tile: the two deterministic kernels
-  // serve it, with their grids.
+  // d128: the 64-row tiling and the paired one; d192 starts from the paired one.
+  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 2);
+  CHECK(backward_candidate_space(spec_of(192, 192, false), "sm_90a").candidates.front().dkdv ==
+        Tiles{64, 64, 12, 2});
+  // d256's dK and dV do not fit one CTA beside a 64-row tile, nor paired with two ring slots:
+  // the two deterministic kernels serve it, with their grids.
   const BackwardCandidateSpace d256 = backward_candidate_space(spec_of(256, 256, false), "sm_90a");
   CHECK(std::string(d256.dkdv_path->name) == "bwd_dkdv_sm90");
   CHECK(d256.candidates.size() > 1);

@@ -189,6 +189,8 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
           "split dK/dV columns in 64-column panels where registers run short") {
   Spec deterministic = spec_of(128, 128);
   deterministic.deterministic = true;
+  Spec deterministic_d192 = spec_of(192, 192);
+  deterministic_d192.deterministic = true;
   const rt::OperationPlan d128 = rt::plan_backward(deterministic, "sm_90a", {});
   CHECK(d128.launches[1].path->id == KernelPath::BwdDkDvDqOrderedSm90);
   CHECK(d128.launches[2].path->id == KernelPath::BwdDqConvert);
@@ -199,8 +201,9 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
         "fa_bwd_dkdvdq_ordered_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
 
   // d136: dK and dV whole beside a 48-row query tile (the dQ variants' 64-row tile would
-  // split them, so the two kernels serve); d192: two CTAs of 128 columns each. The dK/dV
-  // kernel's own tiles at d64 (which the dQ variants take): the widest preferred, 128 rows.
+  // not hold them, so the two kernels serve); d192 (deterministic): two CTAs of 128 columns
+  // each. The dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest
+  // preferred, 128 rows.
   const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
   CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
   CHECK(d136.dv_splits == 1);
@@ -213,7 +216,7 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(80, 80, 1, 128));
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 96));
   CHECK(dkdv.default_tiles(spec_of(72, 72), "sm_90a").block_m == 96);
-  const Plan d192 = rt::plan_backward(spec_of(192, 192), "sm_90a", {}).launches[1];
+  const Plan d192 = rt::plan_backward(deterministic_d192, "sm_90a", {}).launches[1];
   CHECK(d192.dv_splits == 2);
   CHECK(d192.dk_slice == 128);
   CHECK(d192.dv_slice == 128);
@@ -278,11 +281,24 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
     CHECK(op.launches[2].dv_splits == op.launches[1].dv_splits);
   }
-  // Split columns, one ring slot, block masks and deterministic specs take the two
-  // deterministic kernels.
-  for (const auto& [dqk, dv] : {std::pair{136, 136}, {192, 128}, {192, 192}, {256, 256}, {64, 256}}) {
+  // Where the dK/dV kernel would split the columns over CTAs and two ring slots fit, 64 keys
+  // a CTA pair the consumers (whole columns, 64 query rows a step).
+  for (const auto& [dqk, dv] : {std::pair{192, 192}, {176, 176}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
+    CHECK(op.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
+    CHECK(op.launches[1].tiles == Tiles{64, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
+    CHECK(op.launches[1].dv_splits == 1);
+    CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
+    CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
+  }
+  // Unsplit heads, one slot, deterministic specs and d320 take the two deterministic kernels.
+  Spec deterministic_d192 = spec_of(192, 192);
+  deterministic_d192.deterministic = true;
+  for (const Spec& s : {spec_of(136, 136), spec_of(192, 128), spec_of(64, 256), spec_of(200, 200),
+                        spec_of(256, 256), spec_of(320, 320), deterministic_d192}) {
+    INFO(s.head_dim_qk, "/", s.head_dim_v);
+    const rt::OperationPlan op = rt::plan_backward(s, "sm_90a", {});
     CHECK(op.launches[1].path->id == KernelPath::BwdDkDvSm90);
     CHECK(op.launches[2].path->id == KernelPath::BwdDqSm90);
   }
@@ -298,7 +314,14 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
         std::string::npos);
   CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 1}, "sm_90a").find("two slots") != std::string::npos);
   CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 128, 12, 2}, "sm_90a")
-            .find("split") != std::string::npos);
+            .find("registers") != std::string::npos);
+  CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 64, 12, 2}, "sm_90a") == "");
+  CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{32, 64, 12, 2}, "sm_90a")
+            .find("paired") != std::string::npos);
+  CHECK(dq.tiles_problem(padded_dims(spec_of(256, 256)), Tiles{64, 64, 12, 2}, "sm_90a")
+            .find("bytes of shared memory") != std::string::npos);
+  CHECK(dq.tiles_problem(padded_dims(spec_of(320, 320)), Tiles{64, 64, 12, 1}, "sm_90a")
+            .find("wgmma N") != std::string::npos);
   CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 2}, "sm_90a") == "");
 }
 
@@ -309,14 +332,20 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_cols0(64) == 32);
   CHECK(b::bwd_dkdv_sm90_dq_cols0(80) == 64);    // one panel, then the rest of the next
   CHECK(b::bwd_dkdv_sm90_dq_cols0(208) == 128);  // whole panels: 128 + 80
-  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(128, 64) == 64 * 64 * 4);
-  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(80, 64) == 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(128, 64, 0) == 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(128, 64, 1) == 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(80, 64, 0) == 64 * 64 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(80, 64, 1) == 64 * 16 * 4);  // each share its own
   // At 128 rows a step a consumer stages a 64-row block of every column.
   CHECK(b::bwd_dkdv_sm90_dq_rows_split(128));
   CHECK(b::bwd_dkdv_sm90_dq_cols(48, 128) == 48);
-  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128) == 64 * 48 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 0) == 64 * 48 * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 1) == 64 * 48 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128, false) == 2 * 128 * 128 * 2 + 2 * 64 * 48 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
+  // Paired consumers (64 keys) add P^T in fp32 and its mbarrier.
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, false) ==
+        2 * 64 * 64 * 2 + (64 * 64 * 4 + 16) + 64 * (128 + 64) * 4);
   // The ordered variant adds a mailbox a consumer.
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, true) ==
         b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) + 2 * b::kDqMailboxBytes);
@@ -350,7 +379,7 @@ TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accum
   CHECK(ordered[2].bytes == size_t{4} * 2 * 8 * (600 / 64 + 2 + 1));
   CHECK(ordered[2].zeroed);
   // The two kernels pass D alone.
-  Spec two_kernels = spec_of(192, 192);
+  Spec two_kernels = spec_of(200, 200);
   CHECK(rt::backward_scratch(rt::plan_backward(two_kernels, "sm_90a", {}), f).size() == 1);
   // The launches find their buffers by name; a staged tensor's buffer after them is not one.
   std::vector<rt::ScratchBuffer> with_staged = ordered;
@@ -409,7 +438,7 @@ TEST_CASE("plan: the backward's sm90 tiles are checked with reasons") {
   CHECK(bwd_dq_sm90_tiles_problem(d128, {64, 96, 12, 2}, "sm_90a").find("block_m 128") !=
         std::string::npos);
   CHECK(bwd_dq_sm90_tiles_problem(padded_dims(spec_of(256, 256)), {128, 64, 12, 2}, "sm_90a")
-            .find("shared memory") != std::string::npos);
+            .find("bytes of shared memory") != std::string::npos);
 }
 
 }  // namespace flashjit::gen
