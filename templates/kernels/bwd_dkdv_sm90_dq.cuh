@@ -1,0 +1,124 @@
+// The sm90 dK/dV kernel's dQ variants (kernels/bwd_dkdv_sm90.cuh): dS^T into shared memory,
+// each step's dQ product, staged and added to dq_accum, and the ordered variant's dQ writer.
+#pragma once
+
+#include "bwd_dkdv_sm90_layout.cuh"
+
+namespace fj {
+namespace sm90_bwd {
+
+// The dQ variant: this consumer's dS^T (x, packed for the dK product: k16 step t holds query
+// tiles 2t and 2t+1 of key rows `row` and row + 8) into the dS^T tile at `ds`: panels of 64
+// queries `panel_bytes` apart, rows of 128 bytes whose 16-byte chunk q lies at chunk
+// q ^ (row % 8), TMA's 128-byte swizzle.
+template <int kSteps>
+__device__ __forceinline__ void store_ds_transposed(u32 ds, int panel_bytes,
+                                                    const u32 (&x)[kSteps][4], int row, int lane) {
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = row + (i % 2) * 8, chunk = 2 * t + i / 2;
+      st_shared_u32(ds + chunk / 8 * panel_bytes + r * 128 + ((chunk % 8 ^ (r % 8)) << 4) +
+                        (lane % 4) * 4,
+                    static_cast<int>(x[t][i]));
+    }
+}
+
+// Where a consumer's dQ tile of a step goes: its share of a dq_accum block, whether there is
+// anything to add (`at` null: past the padded head dim, the last split's share, or at 128
+// rows a step past the sequence, where a block no sequence owns may not exist), and in the
+// ordered variant the share's counter and this key block's turn.
+struct DqShare {
+  float* at;
+  int* turns;
+  int turn;
+};
+
+// The dQ variant's end of a step, after the dK product was issued: dQ columns kCol0 ..
+// kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K over the CTA's keys
+// (wgmma SS from the dS^T panel `ds` and K, both MN-major). Once the products are done and
+// the slot is released, the tile goes to `stage` in its block's order. In any order, the warp
+// group's first thread then adds it to dq_accum with one bulk reduction, and the next step
+// writes `stage` only after that thread has waited for this read (at the dS^T barrier). In
+// key-block order the dQ writer adds it, and frees the stage (the wait at step j > 0): the
+// consumer leaves the block in the mailbox and arrives at `staged`.
+template <class Cfg, DqAdds kDq, int N, int kCol0>
+__device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u32 stage,
+                                                    u32 staged, u32 free, u32 mailbox, int c,
+                                                    int j, const DqShare& share, int warp,
+                                                    int lane) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+  float acc[N / 8][4];
+  wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
+  wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsPanelBytes, k, L::kKPanelBytes);
+  wgmma_commit();
+  wgmma_wait<0>();
+  mbar_arrive(empty);
+  if (kDq == DqAdds::kKeyOrder && j > 0) mbar_wait(free, (j - 1) & 1);
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+#pragma unroll
+    for (int t = 0; t < N / 8; ++t) {
+      const int row = warp * 16 + lane / 4 + half * 8, col = kCol0 + t * 8 + (lane % 4) * 2;
+      st_shared_f32x2(
+          stage + 4 * (dq_block_offset<Cfg::kDkSlice, L::kDqCols0>(row, col) - kCol0 * kDqTileRows),
+          acc[t][half * 2], acc[t][half * 2 + 1]);
+    }
+  fence_proxy_async_shared();
+  if constexpr (kDq == DqAdds::kKeyOrder) {
+    if (warp == 0 && lane == 0) {
+      st_shared_u64(mailbox, reinterpret_cast<u64>(share.at));
+      st_shared_u64(mailbox + 8, reinterpret_cast<u64>(share.turns));
+      st_shared_u32(mailbox + 16, share.turn);
+    }
+    mbar_arrive(staged);
+  } else {
+    named_sync(kDqStagedBarrier + c, 128);
+    if (warp != 0 || lane != 0) return;
+    if (share.at != nullptr) bulk_reduce_add_f32(share.at, stage, kDqTileRows * N * 4);
+    bulk_commit();
+  }
+}
+
+// The ordered variant's dQ writer (the first lane of the producer's second warp): each step,
+// each consumer's staged tile, added once the key blocks before this one in the order have
+// added theirs. Both consumers' adds of a step are in flight together, and their stages are
+// freed once read, before the adds land: at 64 query rows a step, one add at a time, each
+// waited for, took longer than the step (det / default 0.71 at d72, bench/NOTES.md entry 33).
+template <class Cfg>
+__device__ __forceinline__ void write_dq(const Smem<Cfg, DqAdds::kKeyOrder>& sm, int steps) {
+  using L = Sm90BwdDkDvDqOrderedLayout<Cfg>;
+  constexpr int kCols0 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols0;
+  constexpr int kCols1 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols1;
+#pragma unroll 1
+  for (int j = 0; j < steps; ++j) {
+    int* turns[2];
+    int turn[2];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      mbar_wait(sm.dq_staged(c), j & 1);
+      const u32 mailbox = sm.dq_mailbox(c);
+      float* at = reinterpret_cast<float*>(ld_shared_u64(mailbox));
+      turns[c] = at != nullptr ? reinterpret_cast<int*>(ld_shared_u64(mailbox + 8)) : nullptr;
+      turn[c] = ld_shared_u32(mailbox + 16);
+      if (at == nullptr) continue;
+      while (ld_acquire_gpu(turns[c]) != turn[c]) {
+      }
+      fence_proxy_async_global();  // the earlier adds, before this one's reads
+      bulk_reduce_add_f32(at, sm.dq_stage(c), kDqTileRows * (c == 0 ? kCols0 : kCols1) * 4);
+      bulk_commit();
+    }
+    bulk_wait_read<0>();
+    mbar_arrive(sm.dq_free(0));
+    mbar_arrive(sm.dq_free(1));
+    bulk_wait<0>();
+    fence_proxy_async_global();  // the adds, before the releases
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      if (turns[c] != nullptr) st_release_gpu(turns[c], turn[c] + 1);
+  }
+}
+
+}  // namespace sm90_bwd
+}  // namespace fj
