@@ -12,6 +12,7 @@ import ctypes
 import io
 import sys
 import unittest
+import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -215,6 +216,31 @@ class Binding(unittest.TestCase):
         with self.assertRaises(flashjit_lib.FlashjitError) as caught:
             launch()
         self.assertIn("flashjit_backward: kernel is null", str(caught.exception))
+
+    def test_the_launcher_holds_its_workspace(self):
+        # Freed before the launch, a workspace's memory could go to another tensor in
+        # between, and the deterministic kernel's counters with it (bench/NOTES.md entry 34).
+        class Buffer:
+            def data_ptr(self):
+                return 0xa000
+
+            def numel(self):
+                return 4096
+
+            def element_size(self):
+                return 1
+
+        lib = flashjit_lib.Library(LIBRARY)
+        kernel = flashjit_lib.Kernel(lib, ctypes.c_void_p())
+        tensors = [FakeTensor((1, 128, 2, 64), 0x1000 * (i + 1)) for i in range(9)]
+        tensors[4] = FakeTensor((1, 2, 128), 0x9000)
+        workspace = Buffer()
+        alive = weakref.ref(workspace)
+        launch = kernel.backward_launcher(*tensors, 0.0, 0, workspace)
+        del workspace
+        self.assertIsNotNone(alive())
+        del launch
+        self.assertIsNone(alive())
 
     def test_a_head_dim_stride_other_than_one_is_refused_before_the_call(self):
         lib = flashjit_lib.Library(LIBRARY)
