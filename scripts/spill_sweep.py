@@ -66,8 +66,9 @@ CONFIG_PAIRS = [(192, 128), (128, 64), (64, 256)]
 # One head dim per padded class (multiples of 16: generator/tile_rules.cpp), the first of it,
 # whose loads are masked as an odd head dim's are.
 CLASS_HEAD_DIMS = [(d, d) for d in range(1, 513, 16)]
-# Always in a sample: the ends of the head-dim range and the sizes around the tile steps.
-CORNER_HEAD_DIMS = (1, 64, 65, 128, 129, 256, 257, 512)
+# Always in a sample: the ends of the head-dim range and the sizes around the tile steps
+# (192: the backward's paired dK/dV/dQ consumers).
+CORNER_HEAD_DIMS = (1, 64, 65, 128, 129, 192, 256, 257, 512)
 # Kernels whose heuristic tiles once spilled: always in a sample, so CI keeps them fixed.
 # (qk, v, mask, dtype, target); tests/cpu/test_heuristic_spills.cpp compiles most of them too.
 REGRESSIONS = [
