@@ -145,14 +145,16 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
          some_tiles_fit(kPreferred, padded_dims(spec), target, bwd_dkdv_sm90_tiles_problem);
 }
 
-// The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
-// a sum of reductions in whatever order the CTAs reach them).
+// Whether the dQ variant pairs its consumers for this spec (kPaired's comment says where).
 bool pairs_consumers(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   return bwd_dkdv_sm90_column_split(dims).splits > 1 &&
          tiles_problem_with_dq(dims, kPaired, target).empty();
 }
 
+// The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
+// a sum of reductions in whatever order the CTAs reach them), at dims its 128-key tiles hold
+// or where it pairs its consumers.
 bool serves_with_dq(const Spec& spec, const std::string& target, const CallTraits& call) {
   return !spec.deterministic && serves_calls(spec, target, call) &&
          (some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq) ||

@@ -105,20 +105,22 @@ FJ_BUDGET constexpr bool bwd_dkdv_sm90_dq_rows_split(int block_m) {
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols0(int dk_slice) {
   return dk_slice <= 64 ? dk_slice / 2 : 64 * ((dk_slice + 64) / 128);
 }
-// The widest dQ product a consumer runs: its share of the columns, or all of them.
-FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
+// The columns of consumer c's dQ product: its share, or all of them at 128 rows.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_share_cols(int dk_slice, int block_m, int consumer) {
   const int cols0 = bwd_dkdv_sm90_dq_cols0(dk_slice);
   return bwd_dkdv_sm90_dq_rows_split(block_m) ? dk_slice
-         : cols0 > dk_slice - cols0           ? cols0
+         : consumer == 0                      ? cols0
                                               : dk_slice - cols0;
 }
-// Consumer c's staged fp32 dQ tile: its share's columns, or all of them at 128 rows.
+// The widest dQ product a consumer runs.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
+  const int cols0 = bwd_dkdv_sm90_dq_share_cols(dk_slice, block_m, 0);
+  const int cols1 = bwd_dkdv_sm90_dq_share_cols(dk_slice, block_m, 1);
+  return cols0 > cols1 ? cols0 : cols1;
+}
+// Consumer c's staged fp32 dQ tile.
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m, int consumer) {
-  const int cols0 = bwd_dkdv_sm90_dq_cols0(dk_slice);
-  return kDqAccumTileRows * 4 *
-         (bwd_dkdv_sm90_dq_rows_split(block_m) ? dk_slice
-          : consumer == 0                      ? cols0
-                                               : dk_slice - cols0);
+  return kDqAccumTileRows * 4 * bwd_dkdv_sm90_dq_share_cols(dk_slice, block_m, consumer);
 }
 // The ordered variant's consumers hand each staged tile to the dQ writer through a mailbox
 // beside it: two mbarriers (staged, free), the tile's block, counter and turn.
