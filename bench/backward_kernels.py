@@ -20,8 +20,8 @@ import flashjit_lib as fj  # noqa: E402
 from backward import FlashjitCall  # noqa: E402
 
 SEQLEN = 16384
-SHAPES = [(64, 64, 32), (128, 128, 16), (192, 128, 16), (256, 256, 8), (320, 320, 6),
-          (512, 512, 4)]  # dqk, dv, heads
+SHAPES = [(64, 64, 32), (128, 128, 16), (192, 192, 10), (192, 128, 16), (200, 200, 10),
+          (256, 256, 8), (320, 320, 6), (512, 512, 4)]  # dqk, dv, heads
 
 
 def main() -> int:

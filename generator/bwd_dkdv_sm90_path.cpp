@@ -39,7 +39,8 @@ constexpr Tiles kPreferredWithDq[] = {
 // them (kernels/bwd_dkdv_sm90.cuh), with two ring slots: d192 409 TFLOP/s against the split
 // kernels' 342 on the H200. Not elsewhere: one slot (d200, d256), unsplit heads (d136,
 // 192/128) and the ordered adds (twice the key blocks a dQ tile waits for) ran 4-28% slower
-// than the kernels they would replace (bench/NOTES.md entry 34).
+// than the kernels they would replace (bench/NOTES.md entry 34); at split dims those calls
+// take the paired dK/dV-only kernel (bwd_dkdv_paired_sm90_path.cpp).
 constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
 constexpr Tiles kPaired = {64, kPairedKeys, kBwdSm90Warps, 2};
 
@@ -85,28 +86,16 @@ std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split) {
   return "";
 }
 
-// 64 keys a CTA, the consumers paired on them: one slot or two of 64 query rows, each
-// consumer's accumulator a wgmma N.
-std::string paired_tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target,
-                                 bool ordered) {
-  if (t.warps != kBwdSm90Warps || t.block_m != 64 || (t.stages != 1 && t.stages != 2))
-    return fmt::format("paired consumers (block_n {}) run 64 query rows a step in one or two "
-                       "ring slots with {} warps, not block_m {}, {} slots, {} warps",
-                       kPairedKeys, kBwdSm90Warps, t.block_m, t.stages, t.warps);
-  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
-    return fmt::format("head dims {}/{} (padded): paired consumers hold dK or dV whole, a wgmma "
-                       "N of at most 256", dims.d_qk_pad, dims.d_v_pad);
-  const int registers =
-      fj::budget::bwd_dkdv_sm90_paired_registers(dims.d_qk_pad, dims.d_v_pad, t.block_m);
-  if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
-    return fmt::format("{} accumulator registers a paired consumer thread (more than {} spills)",
-                       registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
-  return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
-}
-
 std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                      const std::string& target, bool ordered) {
-  if (t.block_n == kPairedKeys) return paired_tiles_problem(dims, t, target, ordered);
+  if (t.block_n == kPairedKeys) {
+    if (t.block_m != fj::budget::kDqAccumTileRows)
+      return fmt::format("paired consumers accumulating dQ run {} query rows a step (dQ's wgmma "
+                         "M), not {}", fj::budget::kDqAccumTileRows, t.block_m);
+    if (std::string problem = bwd_dkdv_sm90_paired_problem(dims, t, true); !problem.empty())
+      return problem;
+    return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
+  }
   if (t.block_m != 64 && t.block_m != 128)
     return fmt::format("block_m {} must be 64 or 128 (dQ's wgmma M, or two of them)", t.block_m);
   if (t.stages != 2)
@@ -132,16 +121,9 @@ std::string tiles_problem_ordered(const PaddedDims& dims, const Tiles& t,
   return dq_variant_tiles_problem(dims, t, target, true);
 }
 
-// sm_90a, hopper.warp_specialization, tensors TMA can load, no block mask (its transposed walk
-// is the sm80 kernel's).
-bool serves_calls(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return target == "sm_90a" && spec.warp_specialization && spec.arch != Arch::Sm80 &&
-         call.tma_loadable && (spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow);
-}
-
 // Those calls at dims some tiles hold.
 bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return serves_calls(spec, target, call) &&
+  return bwd_dkdv_sm90_serves_calls(spec, target, call) &&
          some_tiles_fit(kPreferred, padded_dims(spec), target, bwd_dkdv_sm90_tiles_problem);
 }
 
@@ -156,7 +138,7 @@ bool pairs_consumers(const Spec& spec, const std::string& target) {
 // a sum of reductions in whatever order the CTAs reach them), at dims its 128-key tiles hold
 // or where it pairs its consumers.
 bool serves_with_dq(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return !spec.deterministic && serves_calls(spec, target, call) &&
+  return !spec.deterministic && bwd_dkdv_sm90_serves_calls(spec, target, call) &&
          (some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq) ||
           pairs_consumers(spec, target));
 }
@@ -165,7 +147,7 @@ bool serves_with_dq(const Spec& spec, const std::string& target, const CallTrait
 // There it took less time than the two kernels at every dim measured (det / default on the
 // H200 0.88-0.99 at d64-d128, against 0.68-0.87 at d40-d128: bench/NOTES.md entry 33).
 bool serves_ordered(const Spec& spec, const std::string& target, const CallTraits& call) {
-  return spec.deterministic && serves_calls(spec, target, call) &&
+  return spec.deterministic && bwd_dkdv_sm90_serves_calls(spec, target, call) &&
          some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_ordered);
 }
 
@@ -197,14 +179,6 @@ std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
   return grid;
 }
 
-std::string ws_tiles_label(const Tiles& t) {
-  return fmt::format("ws_m{}n{}s{}", t.block_m, t.block_n, t.stages);
-}
-
-std::string extra_source(const Plan& plan) {
-  return bwd_sm90_wgmma_source(plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice});
-}
-
 // Adds the two consumers' dQ product widths.
 std::string extra_source_with_dq(const Plan& plan) {
   const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(plan.dk_slice);
@@ -219,6 +193,39 @@ std::string entry_ordered(const Plan& plan) {
 }
 
 }  // namespace
+
+bool bwd_dkdv_sm90_serves_calls(const Spec& spec, const std::string& target,
+                                const CallTraits& call) {
+  return target == "sm_90a" && spec.warp_specialization && spec.arch != Arch::Sm80 &&
+         call.tma_loadable && (spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow);
+}
+
+std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const Tiles& t,
+                                         bool accumulates_dq) {
+  if (t.warps != kBwdSm90Warps || (t.stages != 1 && t.stages != 2))
+    return fmt::format("paired consumers run in one or two ring slots with {} warps, not {} "
+                       "slots, {} warps", kBwdSm90Warps, t.stages, t.warps);
+  if (t.block_m % 16 != 0 || t.block_m < 16 || t.block_m > 128)
+    return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
+                       "in k16 steps of dK's and dV's products)", t.block_m);
+  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
+    return fmt::format("head dims {}/{} (padded): paired consumers hold dK or dV whole, a wgmma "
+                       "N of at most 256", dims.d_qk_pad, dims.d_v_pad);
+  const int registers = fj::budget::bwd_dkdv_sm90_paired_registers(dims.d_qk_pad, dims.d_v_pad,
+                                                                   t.block_m, accumulates_dq);
+  if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
+    return fmt::format("{} accumulator registers a paired consumer thread (more than {} spills)",
+                       registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
+  return "";
+}
+
+std::string bwd_dkdv_sm90_tiles_label(const Tiles& t) {
+  return fmt::format("ws_m{}n{}s{}", t.block_m, t.block_n, t.stages);
+}
+
+std::string bwd_dkdv_sm90_extra_source(const Plan& plan) {
+  return bwd_sm90_wgmma_source(plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice});
+}
 
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims) {
   const int whole = fj::budget::bwd_dkdv_sm90_consumer_registers(dims.d_qk_pad, dims.d_v_pad, 32);
@@ -258,8 +265,8 @@ const KernelPathInfo kBwdDkDvSm90Path = {
     .shared_bytes = shared_bytes,
     .tuning_grid = tuning_grid,
     .tuning_problem = no_tuning_problem,
-    .tiles_label = ws_tiles_label,
-    .extra_source = extra_source,
+    .tiles_label = bwd_dkdv_sm90_tiles_label,
+    .extra_source = bwd_dkdv_sm90_extra_source,
     .entry = entry,
 };
 
@@ -282,7 +289,7 @@ const KernelPathInfo kBwdDkDvDqSm90Path = {
     .shared_bytes = shared_bytes_with_dq,
     .tuning_grid = tuning_grid_with_dq,
     .tuning_problem = no_tuning_problem,
-    .tiles_label = ws_tiles_label,
+    .tiles_label = bwd_dkdv_sm90_tiles_label,
     .extra_source = extra_source_with_dq,
     .entry = entry_with_dq,
     .accumulates_dq = true,
@@ -307,7 +314,7 @@ const KernelPathInfo kBwdDkDvDqOrderedSm90Path = {
     .shared_bytes = shared_bytes_ordered,
     .tuning_grid = tuning_grid_with_dq,
     .tuning_problem = no_tuning_problem,
-    .tiles_label = ws_tiles_label,
+    .tiles_label = bwd_dkdv_sm90_tiles_label,
     .extra_source = extra_source_with_dq,
     .entry = entry_ordered,
     .accumulates_dq = true,

@@ -7,6 +7,9 @@
 //                             split the columns, 64 keys a CTA with the consumers paired.
 //   bwd_dkdv_dq_ordered_sm90  the same, its reductions in key-block order: deterministic.
 //                             Preferred for deterministic specs.
+//   bwd_dkdv_paired_sm90      dK and dV only, 64 keys a CTA with the consumers paired, where
+//                             bwd_dkdv_sm90 would split the columns; bwd_dq_sm90 computes dQ.
+//                             Deterministic (generator/bwd_dkdv_paired_sm90_path.cpp).
 //   bwd_dkdv_sm90             dK and dV only, deterministic; bwd_dq_sm90 computes dQ.
 #pragma once
 
@@ -19,6 +22,7 @@ namespace flashjit::gen {
 
 extern const KernelPathInfo kBwdDkDvDqSm90Path;
 extern const KernelPathInfo kBwdDkDvDqOrderedSm90Path;
+extern const KernelPathInfo kBwdDkDvPairedSm90Path;
 extern const KernelPathInfo kBwdDkDvSm90Path;
 
 // 128 keys a CTA (two consumer warp groups of 64) and 12 warps (a producer warp group and
@@ -31,6 +35,17 @@ inline constexpr int kBwdSm90Warps = 12;
 // 64-column panels of at most 256 columns of both together. (The dQ variants hold whole
 // columns, pairing their consumers where one cannot; bwd_dq_convert reads dq_accum so.)
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims);
+// The calls every variant serves: sm_90a, hopper.warp_specialization, tensors TMA can load,
+// no block mask (its transposed walk is the sm80 kernel's).
+bool bwd_dkdv_sm90_serves_calls(const Spec& spec, const std::string& target,
+                                const CallTraits& call);
+// Why paired consumers (64 keys a CTA, whole columns) cannot run `tiles` at these dims, shared
+// memory apart ("" when they can): each holds dK or dV whole as one wgmma N.
+std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const Tiles& tiles,
+                                         bool accumulates_dq);
+// The kernels' name part, "ws_m64n128s2", and the wgmma shapes the dK/dV-only kernels run.
+std::string bwd_dkdv_sm90_tiles_label(const Tiles& tiles);
+std::string bwd_dkdv_sm90_extra_source(const Plan& plan);
 std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
                                         const std::string& target);
 

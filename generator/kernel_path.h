@@ -18,8 +18,8 @@ struct Plan;
 
 // The registry's paths. The order of kernel_paths() is the order of preference.
 enum class KernelPath {
-  FwdSm90, FwdSm80, BwdPre, BwdDkDvDqSm90, BwdDkDvDqOrderedSm90, BwdDkDvSm90, BwdDkDvSm80,
-  BwdDqConvert, BwdDqSm90, BwdDqSm80, DecSm80, DecCombine, Merge
+  FwdSm90, FwdSm80, BwdPre, BwdDkDvDqSm90, BwdDkDvDqOrderedSm90, BwdDkDvPairedSm90, BwdDkDvSm90,
+  BwdDkDvSm80, BwdDqConvert, BwdDqSm90, BwdDqSm80, DecSm80, DecCombine, Merge
 };
 
 // What the runtime runs for a public call; each is a list of launches of paths.

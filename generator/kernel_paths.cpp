@@ -21,9 +21,9 @@ namespace {
 // In the order of preference: a call takes the first path that serves it.
 constexpr const KernelPathInfo* kPaths[] = {
     &kFwdSm90Path,       &kFwdSm80Path,
-    &kBwdPrePath,        &kBwdDkDvDqSm90Path, &kBwdDkDvDqOrderedSm90Path, &kBwdDkDvSm90Path,
-    &kBwdDkDvSm80Path,   &kBwdDqConvertPath,  &kBwdDqSm90Path,            &kBwdDqSm80Path,
-    &kDecSm80Path,       &kDecCombinePath,    &kMergePath};
+    &kBwdPrePath,        &kBwdDkDvDqSm90Path, &kBwdDkDvDqOrderedSm90Path, &kBwdDkDvPairedSm90Path,
+    &kBwdDkDvSm90Path,   &kBwdDkDvSm80Path,   &kBwdDqConvertPath,         &kBwdDqSm90Path,
+    &kBwdDqSm80Path,     &kDecSm80Path,       &kDecCombinePath,           &kMergePath};
 
 }  // namespace
 

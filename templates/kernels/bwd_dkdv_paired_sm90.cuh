@@ -7,10 +7,11 @@
 namespace fj {
 namespace sm90_bwd {
 
-// Paired consumers (64 keys a CTA, the dQ variants at head dims whose dK and dV one consumer
-// cannot hold), kFirst: S^T = K Q^T, P^T, dV += P^T dO, then the first share of dQ; the
+// Paired consumers (64 keys a CTA, at head dims whose dK and dV one consumer cannot hold),
+// kFirst: S^T = K Q^T, P^T, dV += P^T dO, then (the dQ variants) the first share of dQ; the
 // second: dP^T = V dO^T, dS^T from the first's P^T, dK += dS^T Q, then the other share. Each
-// holds only its own accumulator of the block's 64 keys.
+// holds only its own accumulator of the block's 64 keys. Without dQ the two meet only at P^T,
+// so the first may compute the next step's S^T while the second finishes dK.
 template <class Cfg, DqAdds kDq, bool kFirst>
 __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const BwdParams& p,
                                                const KeyBlock<Cfg>& kb) {
@@ -44,11 +45,11 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
     wgmma_wait<0>();
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
-    const u32 ds = sm.ds(j % L::kDsBuffers);
     if constexpr (kFirst) {
       if (block_needs_mask<Cfg>(m0, kBM, kb.n0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
-        mask_scores_transposed<Cfg, true>(s, kb.n0 + warp * 16 + lane / 4, m0, kb.seq.diag, lane,
-                                          kb.seq.seqlen_k);
+        mask_scores_transposed<Cfg, L::kAccumulateDq>(s, kb.n0 + warp * 16 + lane / 4, m0,
+                                                      kb.seq.diag, lane, kb.seq.seqlen_k);
+      if (kDq == DqAdds::kNone && j > 0) mbar_wait(sm.pt_empty(), (j - 1) & 1);
 #pragma unroll
       for (int t = 0; t < kQT; ++t) {
 #pragma unroll
@@ -75,31 +76,43 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
           s[t][e] = pe[e] * (s[t][e] - d_rows[col]);
         }
       }
+      if constexpr (kDq == DqAdds::kNone) mbar_arrive(sm.pt_empty());
       pack_k16_steps<Element>(x, s);
-      store_ds_transposed(ds, L::kDsPanelBytes, x, warp * 16 + lane / 4, lane);
-      fence_proxy_async_shared();
+      if constexpr (kDq != DqAdds::kNone) {
+        store_ds_transposed(sm.ds(j % L::kDsBuffers), L::kDsPanelBytes, x, warp * 16 + lane / 4,
+                            lane);
+        fence_proxy_async_shared();
+      }
     }
-    // The second's dS^T in the buffer, read by both dQ products of the step; those of two
-    // steps ago are done, and so are the bulk reductions of the step before (see consume).
-    if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
-    named_sync(kDsReadyBarrier, 256);
+    if constexpr (kDq != DqAdds::kNone) {
+      // The second's dS^T in the buffer, read by both dQ products of the step; those of two
+      // steps ago are done, and so are the bulk reductions of the step before (see consume).
+      if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
+      named_sync(kDsReadyBarrier, 256);
+    }
     if constexpr (!kFirst) {
       wgmma_fence();
       wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(acc, x, sm.q(slot), L::kQPanelBytes);
     }
-    const long long block = dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), m0);
-    const int share_col0 = kFirst ? 0 : L::kDqCols0;
-    DqShare share{nullptr, nullptr, 0};
-    if (share_col0 < Cfg::kDqkPad)
-      share.at = p.dq_accum + (block * Cfg::kDkSlice + share_col0) * kDqTileRows;
-    if constexpr (kDq == DqAdds::kKeyOrder) {
-      share.turns = p.dq_turns + block * kDqTurnsPerBlock + c;
-      share.turn = kb.dq_turn(m0);
+    if constexpr (kDq == DqAdds::kNone) {
+      wgmma_commit();
+      wgmma_wait<0>();
+      mbar_arrive(sm.empty(slot));
+    } else {
+      const long long block = dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), m0);
+      const int share_col0 = kFirst ? 0 : L::kDqCols0;
+      DqShare share{nullptr, nullptr, 0};
+      if (share_col0 < Cfg::kDqkPad)
+        share.at = p.dq_accum + (block * Cfg::kDkSlice + share_col0) * kDqTileRows;
+      if constexpr (kDq == DqAdds::kKeyOrder) {
+        share.turns = p.dq_turns + block * kDqTurnsPerBlock + c;
+        share.turn = kb.dq_turn(m0);
+      }
+      const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
+      finish_step_with_dq<Cfg, kDq, kFirst ? L::kDqCols0 : L::kDqCols1, kFirst ? 0 : L::kDqCols0>(
+          sm.ds(j % L::kDsBuffers), k_cols, sm.empty(slot), sm.dq_stage(c), sm.dq_staged(c),
+          sm.dq_free(c), sm.dq_mailbox(c), c, j, share, warp, lane);
     }
-    const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
-    finish_step_with_dq<Cfg, kDq, kFirst ? L::kDqCols0 : L::kDqCols1, kFirst ? 0 : L::kDqCols0>(
-        ds, k_cols, sm.empty(slot), sm.dq_stage(c), sm.dq_staged(c), sm.dq_free(c),
-        sm.dq_mailbox(c), c, j, share, warp, lane);
   }
   if constexpr (kDq == DqAdds::kAnyOrder)
     if (warp == 0 && lane == 0) bulk_wait<0>();

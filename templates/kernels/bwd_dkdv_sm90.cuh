@@ -29,12 +29,15 @@
 // still. bwd_dq_convert reads the blocks back in that order and scales them into dQ.
 //
 // Where one consumer cannot hold its keys' dK and dV beside S^T and dP^T (qk + v past about
-// 256 columns), the dQ variants take 64 keys a CTA and pair the consumers on them instead of
+// 336 columns), the kernel takes 64 keys a CTA and pairs the consumers on them instead of
 // splitting the columns over CTAs that each recompute S^T and dP^T (and dQ's kernel, both):
 // the first computes S^T, P^T and dV, and hands P^T to the second through shared memory; the
-// second computes dP^T, dS^T and dK. Each then computes its share of dQ as above
-// (consume_paired): five products a step and no recomputation, FlashAttention-3's tiles at
-// these head dims (64 x 80 or 96 there, its warp groups split dK's and dV's columns).
+// second computes dP^T, dS^T and dK (consume_paired). In the dQ variants each then computes
+// its share of dQ as above: five products a step and no recomputation, FlashAttention-3's
+// tiles at these head dims (64 x 80 or 96 there, its warp groups split dK's and dV's
+// columns). The dK/dV-only kernel pairs them too, where the dQ variants' tiles do not fit
+// two ring slots or the spec is deterministic: four products a step, then the dQ kernel's
+// three.
 //
 // The ordered variant (bwd_dkdv_dq_ordered_sm90, deterministic) makes those adds in a fixed
 // order of key blocks, so that every run sums each block alike (FlashAttention-3's
@@ -325,7 +328,10 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
         mbar_init(sm.dq_staged(c), 128);  // every thread of consumer c: its part of the tile
         mbar_init(sm.dq_free(c), 1);      // the dQ writer, once the add has read the stage
       }
-    if constexpr (L::kPaired) mbar_init(sm.pt_full(), 128);  // the first consumer's threads
+    if constexpr (L::kPaired) {
+      mbar_init(sm.pt_full(), 128);   // the first consumer's threads
+      mbar_init(sm.pt_empty(), 128);  // the second's
+    }
     mbar_fence_init();
   }
   __syncthreads();

@@ -52,7 +52,7 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kDsBytes = Cfg::kBlockN * Cfg::kBlockM * Element::kBytes;
   static constexpr int kDsPanelBytes = Cfg::kBlockN * kRow;
   static constexpr int kDsOffset = kDoOffset + Cfg::kStages * kDoBytes;
-  // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarrier.
+  // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarriers.
   static constexpr int kPtOffset = kDsOffset + kDsBuffers * kDsBytes;
   static constexpr int kPtBytes = budget::bwd_dkdv_sm90_pt_bytes(Cfg::kBlockM, Cfg::kBlockN);
   static constexpr int kDqStage0Bytes =
@@ -94,13 +94,14 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr bool kDvDuringDs = !budget::bwd_dkdv_sm90_dv_after_ds(
       Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits, Cfg::kBlockM);
   static_assert((kPaired ? budget::bwd_dkdv_sm90_paired_registers(Cfg::kDkSlice, Cfg::kDvSlice,
-                                                                  Cfg::kBlockM)
+                                                                  Cfg::kBlockM, kAccumulateDq)
                          : budget::bwd_dkdv_sm90_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                 Cfg::kDvSplits, Cfg::kBlockM)) <=
                     budget::kBwdDkDvSm90MaxAccumulatorRegisters,
                 "a consumer's accumulators within its register budget");
-  static_assert(!kPaired || (kAccumulateDq && Cfg::kDvSplits == 1 && Cfg::kBlockM == kDqTileRows),
-                "paired consumers accumulate dQ, over whole columns, 64 query rows a step");
+  static_assert(!kPaired ||
+                    (Cfg::kDvSplits == 1 && (!kAccumulateDq || Cfg::kBlockM == kDqTileRows)),
+                "paired consumers hold whole columns, and accumulate dQ at 64 query rows a step");
 
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;
@@ -146,9 +147,12 @@ struct Smem {
   __device__ u32 dq_stage(int consumer) const {
     return base + L::kDqStageOffset + consumer * L::kDqStage0Bytes;
   }
-  // Paired consumers: P^T as float4s, 128 threads' apart; the mbarrier that says it is there.
+  // Paired consumers: P^T as float4s, 128 threads' apart; the mbarriers that say it is there
+  // (the first's threads arrive) and that the second has read it (its threads arrive; the dQ
+  // variants' dS^T barrier orders those reads already).
   __device__ float4* pt() const { return reinterpret_cast<float4*>(generic + L::kPtOffset); }
   __device__ u32 pt_full() const { return base + L::kPtOffset + L::kPtBytes - 16; }
+  __device__ u32 pt_empty() const { return pt_full() + 8; }
   // Consumer c's tile is staged (its 128 threads arrive) / its stage is free (the writer).
   __device__ u32 dq_staged(int consumer) const {
     return base + L::kDqMailboxOffset + consumer * L::kDqMailboxBytes;

@@ -88,9 +88,9 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // and dV columns, block_m / 2 floats each of S^T and dP^T and block_m / 4 registers of them
 // packed to 16 bits, out of the 240 setmaxnreg gives it.
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
-// The dQ-accumulating variant adds dq_bytes: two tiles of dS^T (block_n keys x block_m
-// queries), paired consumers' P^T, and each consumer's fp32 dQ tile staged for its bulk
-// reduction. At 64 query rows a step the consumers split the dQ columns
+// Paired consumers (64 keys a CTA) add their P^T. The dQ-accumulating variant adds dq_bytes:
+// two tiles of dS^T (block_n keys x block_m queries) and each consumer's fp32 dQ tile staged
+// for its bulk reduction. At 64 query rows a step the consumers split the dQ columns
 // (bwd_dkdv_sm90_dq_cols0: the first's share, inside one 64-column panel or whole panels); at
 // 128 they split the rows, each a 64-row block of every column. The dQ accumulator lives
 // while S^T and dP^T do not, so the register rule is the same.
@@ -127,7 +127,7 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m, 
 enum : int { kDqMailboxBytes = 48 };
 // 64 keys a CTA pair the consumers on the same keys (templates/kernels/bwd_dkdv_sm90.cuh): the
 // first hands its P^T (fp32, 64 keys x block_m queries) to the second through shared memory
-// and an mbarrier (16 bytes, keeping the dQ stages 16-byte aligned).
+// and two mbarriers, full and empty (16 bytes, keeping the dQ stages 16-byte aligned).
 enum : int { kBwdDkDvSm90PairedKeys = 64 };
 FJ_BUDGET constexpr int bwd_dkdv_sm90_pt_bytes(int block_m, int block_n) {
   return block_n == kBwdDkDvSm90PairedKeys ? block_n * block_m * 4 + 16 : 0;
@@ -135,7 +135,6 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_pt_bytes(int block_m, int block_n) {
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
                                                int block_n, bool ordered) {
   return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
-         bwd_dkdv_sm90_pt_bytes(block_m, block_n) +
          bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 0) +
          bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 1) + (ordered ? 2 * kDqMailboxBytes : 0);
 }
@@ -152,7 +151,7 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_shared_bytes(int element_bytes, int dqk_pa
            panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes)) *
               stages * block_m) *
              kPanelRowBytes +
-         dq_bytes + stages * block_m * 2 * 4 +
+         bwd_dkdv_sm90_pt_bytes(block_m, block_n) + dq_bytes + stages * block_m * 2 * 4 +
          bwd_sm90_barrier_bytes(stages) + 1024;
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_slice,
@@ -160,11 +159,13 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_sl
   return (dk_slice + dv_slice) / 2 + block_m + block_m / 4;
 }
 enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
-// Paired consumers (64 keys, dQ accumulated, whole columns): the first holds dV, S^T and P^T
-// packed, then dV, P^T packed (dV's product in flight) and its dQ share; the second the same
-// with dK, dP^T and dS^T.
-FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slice, int block_m) {
-  const int dq0 = bwd_dkdv_sm90_dq_cols0(dk_slice) / 2, dq1 = dk_slice / 2 - dq0;
+// Paired consumers (64 keys, whole columns): the first holds dV, S^T and P^T packed, then
+// (accumulating dQ) dV, P^T packed (dV's product in flight) and its dQ share; the second the
+// same with dK, dP^T and dS^T.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slice, int block_m,
+                                                       bool accumulates_dq) {
+  const int dq0 = accumulates_dq ? bwd_dkdv_sm90_dq_cols0(dk_slice) / 2 : 0;
+  const int dq1 = accumulates_dq ? dk_slice / 2 - dq0 : 0;
   const int first = dv_slice / 2 + block_m / 4 + (block_m / 2 > dq0 ? block_m / 2 : dq0);
   const int second = dk_slice / 2 + block_m / 4 + (block_m / 2 > dq1 ? block_m / 2 : dq1);
   return first > second ? first : second;

@@ -40,7 +40,7 @@ BackwardEntry backward_entry(const Spec& spec, const GpuIdentity& gpu, int seqle
   e.target = "sm_90a";
   e.dkdv_path = gen::choose_path(gen::Step::BwdDkDv, spec, e.target).name;
   e.dq_path = gen::choose_path(gen::Step::BwdDq, spec, e.target).name;
-  e.tiles = {Tiles{64, 128, 12, 2}, Tiles{128, 64, 12, 2}};
+  e.tiles = {Tiles{64, 64, 12, 2}, Tiles{128, 64, 12, 2}};
   e.heuristic_tiles = {gen::default_tiles(spec, e.target, gen::Step::BwdDkDv),
                        gen::default_tiles(spec, e.target, gen::Step::BwdDq)};
   e.tuned_ms = 7.8;
@@ -53,12 +53,12 @@ BackwardEntry backward_entry(const Spec& spec, const GpuIdentity& gpu, int seqle
 
 TEST_CASE("autotune backward: an entry survives serialize and parse field for field") {
   const BackwardEntry e = backward_entry(two_kernel_d192(), h200(), 16384);
-  CHECK(e.dkdv_path == "bwd_dkdv_sm90");
+  CHECK(e.dkdv_path == "bwd_dkdv_paired_sm90");
   CHECK(e.dq_path == "bwd_dq_sm90");
   const std::string text = serialize({{}, {}, {e}});
   const json written = json::parse(text)["entries"][0];
   CHECK(written["kind"] == "backward_tiles");
-  CHECK(written["dkdv"]["path"] == "bwd_dkdv_sm90");
+  CHECK(written["dkdv"]["path"] == "bwd_dkdv_paired_sm90");
   // A reader from before entry kinds finds no "tiles" and skips it, never taking the
   // backward's tiles for the forward's.
   CHECK_FALSE(written.contains("tiles"));
@@ -148,8 +148,8 @@ TEST_CASE("autotune backward: entries live beside the forward's; a lookup goes b
 
   BackwardLookup found = db.lookup_backward(h200(), spec_hash(spec), forward.bucket);
   REQUIRE(found.entry);
-  CHECK(found.entry->tiles.dkdv == Tiles{64, 128, 12, 2});
-  CHECK(found.note.find("backward tiles dK/dV m64n128w12s2") != std::string::npos);
+  CHECK(found.entry->tiles.dkdv == Tiles{64, 64, 12, 2});
+  CHECK(found.note.find("backward tiles dK/dV m64n64w12s2") != std::string::npos);
   CHECK(db.lookup(h200(), spec_hash(spec), forward.bucket).entry->tiles == forward.tiles);
 
   // A second record of the same key replaces it; another GPU's entry is counted, not used.
@@ -184,10 +184,10 @@ TEST_CASE("autotune backward: an entry serves only the target and paths it was t
                   "bwd_dkdv_dq_sm90") != std::string::npos);
   CHECK(rt::backward_entry_problem(spec, "sm_90a", ordered_entry)
             .find("tuned for the bwd_dkdv_dq_ordered_sm90 kernel, and the spec now takes "
-                  "bwd_dkdv_sm90") != std::string::npos);
+                  "bwd_dkdv_paired_sm90") != std::string::npos);
   BackwardEntry impossible = good;
   impossible.tiles.dkdv.warps = 8;
-  CHECK(rt::backward_entry_problem(spec, "sm_90a", impossible).find("bwd_dkdv_sm90") !=
+  CHECK(rt::backward_entry_problem(spec, "sm_90a", impossible).find("bwd_dkdv_paired_sm90") !=
         std::string::npos);
   // An auto step leaves that step to the heuristic and is no problem.
   BackwardEntry dkdv_only = good;

@@ -63,15 +63,23 @@ bool has_dkdv(const BackwardCandidateSpace& space, const Tiles& t) {
 
 TEST_CASE("autotune backward: the two sm90 kernels tune the dK/dV query step and the dQ key "
           "step; the ordered dK/dV/dQ kernel its query step alone") {
-  const BackwardCandidateSpace space = backward_candidate_space(spec_of(192, 192, true), "sm_90a");
+  const BackwardCandidateSpace space = backward_candidate_space(spec_of(136, 136, true), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_sm90");
-  CHECK(space.candidates.front().dkdv == Tiles{64, 128, 12, 2});
-  CHECK(has_dkdv(space, Tiles{48, 128, 12, 2}));
+  CHECK(space.candidates.front().dkdv == Tiles{48, 128, 12, 2});
+  CHECK(has_dkdv(space, Tiles{32, 128, 12, 2}));
   CHECK(space.first_dq > 1);
   CHECK(space.candidates.size() > space.first_dq);
   // Modest: one spec's three buckets must time in a minute or two.
   CHECK(space.candidates.size() <= 16);
+  // Deterministic d192: the paired dK/dV kernel's query steps, then the dQ kernel's key steps.
+  const BackwardCandidateSpace paired =
+      backward_candidate_space(spec_of(192, 192, true), "sm_90a");
+  CHECK(std::string(paired.dkdv_path->name) == "bwd_dkdv_paired_sm90");
+  CHECK(std::string(paired.dq_path->name) == "bwd_dq_sm90");
+  CHECK(paired.candidates.front().dkdv == Tiles{96, 64, 12, 2});
+  CHECK(has_dkdv(paired, Tiles{64, 64, 12, 2}));
+  CHECK(paired.candidates.size() > paired.first_dq);
   // Deterministic d64: 128 query rows a step, or 64; bwd_dq_convert has nothing to tune.
   const BackwardCandidateSpace ordered = backward_candidate_space(spec_of(64, 64, true), "sm_90a");
   CHECK(std::string(ordered.dkdv_path->name) == "bwd_dkdv_dq_ordered_sm90");
@@ -102,10 +110,10 @@ TEST_CASE("autotune backward: the dQ-accumulating kernel tunes its query step, a
   CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 2);
   CHECK(backward_candidate_space(spec_of(192, 192, false), "sm_90a").candidates.front().dkdv ==
         Tiles{64, 64, 12, 2});
-  // d256's dK and dV do not fit one CTA beside a 64-row tile, nor paired with two ring slots:
-  // the two deterministic kernels serve it, with their grids.
+  // d256's dK and dV do not fit one CTA beside a 64-row tile, nor paired with dQ's stages and
+  // two ring slots: the paired dK/dV kernel and the dQ kernel serve it, with their grids.
   const BackwardCandidateSpace d256 = backward_candidate_space(spec_of(256, 256, false), "sm_90a");
-  CHECK(std::string(d256.dkdv_path->name) == "bwd_dkdv_sm90");
+  CHECK(std::string(d256.dkdv_path->name) == "bwd_dkdv_paired_sm90");
   CHECK(d256.candidates.size() > 1);
 }
 

@@ -56,8 +56,8 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
     CHECK_NOTHROW(template_text(path->template_file));
   }
   CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_dq_sm90",
-                                       "bwd_dkdv_dq_ordered_sm90", "bwd_dkdv_sm90",
-                                       "bwd_dkdv_sm80", "bwd_dq_convert", "bwd_dq_sm90",
+                                       "bwd_dkdv_dq_ordered_sm90", "bwd_dkdv_paired_sm90",
+                                       "bwd_dkdv_sm90", "bwd_dkdv_sm80", "bwd_dq_convert", "bwd_dq_sm90",
                                        "bwd_dq_sm80", "dec_sm80", "dec_combine", "merge"});
 }
 
@@ -79,6 +79,11 @@ TEST_CASE("registry: the first path that serves a call is chosen, in the order o
   d136.deterministic = true;
   CHECK(choose_path(Step::BwdDkDv, d136, "sm_90a").id == KernelPath::BwdDkDvSm90);
   CHECK(choose_path(Step::BwdDq, d136, "sm_90a").id == KernelPath::BwdDqSm90);
+  // Where that kernel would split the columns, its consumers pair on 64 keys instead.
+  Spec d256 = spec_of(256, 256);
+  d256.deterministic = true;
+  CHECK(choose_path(Step::BwdDkDv, d256, "sm_90a").id == KernelPath::BwdDkDvPairedSm90);
+  CHECK(choose_path(Step::BwdDq, d256, "sm_90a").id == KernelPath::BwdDqSm90);
   CHECK(choose_path(Step::BwdDkDv, s, "sm_90a", {.tma_loadable = false}).id ==
         KernelPath::BwdDkDvSm80);
   CHECK(choose_path(Step::BwdDkDv, s, "sm_80").id == KernelPath::BwdDkDvSm80);

@@ -201,8 +201,8 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
         "fa_bwd_dkdvdq_ordered_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
 
   // d136: dK and dV whole beside a 48-row query tile (the dQ variants' 64-row tile would
-  // not hold them, so the two kernels serve); d192 (deterministic): two CTAs of 128 columns
-  // each. The dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest
+  // not hold them, so the two kernels serve); d192: two CTAs of 128 columns each, which the
+  // paired kernel replaces (deterministic: its consumers hold dK and dV of 64 keys whole). The dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest
   // preferred, 128 rows.
   const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
   CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
@@ -216,10 +216,15 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(80, 80, 1, 128));
   CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 96));
   CHECK(dkdv.default_tiles(spec_of(72, 72), "sm_90a").block_m == 96);
+  const ColumnSplit d192_split = bwd_dkdv_sm90_column_split(padded_dims(spec_of(192, 192)));
+  CHECK(d192_split.splits == 2);
+  CHECK(d192_split.dk_slice == 128);
+  CHECK(d192_split.dv_slice == 128);
   const Plan d192 = rt::plan_backward(deterministic_d192, "sm_90a", {}).launches[1];
-  CHECK(d192.dv_splits == 2);
-  CHECK(d192.dk_slice == 128);
-  CHECK(d192.dv_slice == 128);
+  CHECK(d192.path->id == KernelPath::BwdDkDvPairedSm90);
+  CHECK(d192.dv_splits == 1);
+  CHECK(d192.dk_slice == 192);
+  CHECK(d192.tiles == Tiles{96, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
 
   // d320 and 128/512: K and V of 128 keys fit (160 KB) beside one ring slot of 32 rows; d320's
   // dQ takes the sm90 kernel too. At d512 K and V alone would take 256 KB: sm80. So do block
@@ -292,14 +297,19 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
   }
-  // Unsplit heads, one slot, deterministic specs and d320 take the two deterministic kernels.
+  // Unsplit heads and d320 take the two deterministic kernels; split heads where dQ's stages
+  // leave one ring slot (d200, d256), and deterministic specs, the paired dK/dV kernel and the
+  // dQ kernel.
   Spec deterministic_d192 = spec_of(192, 192);
   deterministic_d192.deterministic = true;
-  for (const Spec& s : {spec_of(136, 136), spec_of(192, 128), spec_of(64, 256), spec_of(200, 200),
-                        spec_of(256, 256), spec_of(320, 320), deterministic_d192}) {
+  for (const Spec& s : {spec_of(136, 136), spec_of(192, 128), spec_of(64, 256), spec_of(320, 320),
+                        spec_of(200, 200), spec_of(256, 256), deterministic_d192}) {
     INFO(s.head_dim_qk, "/", s.head_dim_v);
+    const bool split = s.head_dim_qk != 136 && s.head_dim_qk + s.head_dim_v > 336 &&
+                       s.head_dim_qk <= 256;
     const rt::OperationPlan op = rt::plan_backward(s, "sm_90a", {});
-    CHECK(op.launches[1].path->id == KernelPath::BwdDkDvSm90);
+    CHECK(op.launches[1].path->id ==
+          (split ? KernelPath::BwdDkDvPairedSm90 : KernelPath::BwdDkDvSm90));
     CHECK(op.launches[2].path->id == KernelPath::BwdDqSm90);
   }
   const rt::OperationPlan varlen = rt::plan_backward(spec_of(128, 128), "sm_90a", {.varlen = true});
@@ -343,9 +353,12 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 1) == 64 * 48 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128, false) == 2 * 128 * 128 * 2 + 2 * 64 * 48 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
-  // Paired consumers (64 keys) add P^T in fp32 and its mbarrier.
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, false) ==
-        2 * 64 * 64 * 2 + (64 * 64 * 4 + 16) + 64 * (128 + 64) * 4);
+  // Paired consumers (64 keys) add P^T in fp32 and its mbarriers, with dQ or without.
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, false) == 2 * 64 * 64 * 2 + 64 * (128 + 64) * 4);
+  CHECK(b::bwd_dkdv_sm90_pt_bytes(96, 64) == 64 * 96 * 4 + 16);
+  CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 128) == 0);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 192, 192, 192, 192, 1, 96, 64, 2, 0) ==
+        (6 * 64 + 6 * 2 * 96) * 128 + (64 * 96 * 4 + 16) + 2 * 96 * 8 + 8 * 5 + 1024);
   // The ordered variant adds a mailbox a consumer.
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, true) ==
         b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) + 2 * b::kDqMailboxBytes);

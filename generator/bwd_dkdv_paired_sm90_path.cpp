@@ -1,0 +1,88 @@
+// bwd_dkdv_paired_sm90: the sm90 dK/dV-only kernel with 64 keys a CTA and its two consumers
+// paired on them (templates/kernels/bwd_dkdv_paired_sm90.cuh), where bwd_dkdv_sm90 would split
+// the columns over CTAs that each recompute S^T and dP^T. It serves the calls the dQ variants
+// leave: deterministic specs, and dims whose dQ stages leave no room for two ring slots (d200,
+// d256). bwd_dq_sm90 computes dQ after it, as after bwd_dkdv_sm90.
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "generator/bwd_dkdv_sm90_path.h"
+#include "generator/bwd_sm90_source.h"
+#include "generator/plan.h"
+
+namespace flashjit::gen {
+namespace {
+
+constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
+
+// Preferred first: the most query rows a step with two ring slots (fewer steps, and S^T's and
+// dP^T's wgmma N wider), then one slot. The tuner agreed at deterministic causal d192 on the
+// H200 (96 rows fastest at 4k and 16k tokens; 64 by 3% at 1k: bench/NOTES.md entry 35).
+constexpr Tiles kPreferred[] = {
+    {96, kPairedKeys, kBwdSm90Warps, 2}, {80, kPairedKeys, kBwdSm90Warps, 2},
+    {64, kPairedKeys, kBwdSm90Warps, 2}, {48, kPairedKeys, kBwdSm90Warps, 2},
+    {64, kPairedKeys, kBwdSm90Warps, 1},
+};
+
+int shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  return fj::budget::bwd_dkdv_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
+                                                dims.d_qk_pad, dims.d_v_pad, 1, t.block_m,
+                                                t.block_n, t.stages, 0);
+}
+
+std::string tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {
+  if (t.block_n != kPairedKeys)
+    return fmt::format("the paired dK/dV kernel runs block_n {} (both consumers on its keys), "
+                       "not {}", kPairedKeys, t.block_n);
+  if (std::string problem = bwd_dkdv_sm90_paired_problem(dims, t, false); !problem.empty())
+    return problem;
+  return shared_memory_problem(shared_bytes(dims, t), target);
+}
+
+// Only where bwd_dkdv_sm90 splits the columns: unsplit, its 128-key CTAs ran 6-18% faster
+// than the pairing (bench/NOTES.md entry 35: d136, d160, 192/128).
+bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
+  const PaddedDims dims = padded_dims(spec);
+  return bwd_dkdv_sm90_serves_calls(spec, target, call) &&
+         bwd_dkdv_sm90_column_split(dims).splits > 1 &&
+         some_tiles_fit(kPreferred, dims, target, tiles_problem);
+}
+
+Tiles default_tiles(const Spec& spec, const std::string& target) {
+  return first_fitting_tiles(kPreferred, spec, target, tiles_problem, "sm90 paired dK/dV");
+}
+
+std::vector<Tiles> tuning_grid(const Spec&) {
+  return {std::begin(kPreferred), std::end(kPreferred)};
+}
+
+std::string entry(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_sm90"); }
+
+}  // namespace
+
+const KernelPathInfo kBwdDkDvPairedSm90Path = {
+    .id = KernelPath::BwdDkDvPairedSm90,
+    .name = "bwd_dkdv_paired_sm90",
+    .label = "sm90",
+    .kernel_prefix = "fa_bwd_dkdv_paired",
+    .step = Step::BwdDkDv,
+    .template_file = "kernels/bwd_dkdv_sm90.cuh",
+    .layout = "fj::Sm90BwdDkDvLayout",
+    .persistent_grid = false,
+    .tma_loads = true,
+    .grid_over = GridOver::KeyRows,
+    .serves = serves,
+    .default_tiles = default_tiles,
+    .tiles_problem = tiles_problem,
+    .tiles_in_mask_blocks = false,
+    .column_split = whole_columns,
+    .shared_bytes = shared_bytes,
+    .tuning_grid = tuning_grid,
+    .tuning_problem = no_tuning_problem,
+    .tiles_label = bwd_dkdv_sm90_tiles_label,
+    .extra_source = bwd_dkdv_sm90_extra_source,
+    .entry = entry,
+};
+
+}  // namespace flashjit::gen
