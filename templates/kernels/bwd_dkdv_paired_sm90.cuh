@@ -99,15 +99,9 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
       wgmma_wait<0>();
       mbar_arrive(sm.empty(slot));
     } else {
-      const long long block = dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), m0);
       const int share_col0 = kFirst ? 0 : L::kDqCols0;
-      DqShare share{nullptr, nullptr, 0};
-      if (share_col0 < Cfg::kDqkPad)
-        share.at = p.dq_accum + (block * Cfg::kDkSlice + share_col0) * kDqTileRows;
-      if constexpr (kDq == DqAdds::kKeyOrder) {
-        share.turns = p.dq_turns + block * kDqTurnsPerBlock + c;
-        share.turn = kb.dq_turn(m0);
-      }
+      const DqShare share =
+          dq_share<Cfg, kDq>(p, kb, j, m0, m0, Cfg::kDkSlice, share_col0, false, c);
       const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
       finish_step_with_dq<Cfg, kDq, kFirst ? L::kDqCols0 : L::kDqCols1, kFirst ? 0 : L::kDqCols0>(
           sm.ds(j % L::kDsBuffers), k_cols, sm.empty(slot), sm.dq_stage(c), sm.dq_staged(c),

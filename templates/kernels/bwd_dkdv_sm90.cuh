@@ -235,18 +235,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         // kDqTileRows x their width each, and has a counter a consumer's share.
         const int dq_m0 = L::kDqRowsSplit ? m0 + c * kDqTileRows : m0;
         const int share_col0 = dk_col0 + (L::kDqRowsSplit || c == 0 ? 0 : L::kDqCols0);
-        const long long block =
-            dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0);
-        const bool adds =
-            share_col0 < Cfg::kDqkPad && (!L::kDqRowsSplit || dq_m0 < kb.seq.seqlen_q);
-        DqShare share{nullptr, nullptr, 0};
-        if (adds)
-          share.at = p.dq_accum +
-                     (block * (Cfg::kDvSplits * Cfg::kDkSlice) + share_col0) * kDqTileRows;
-        if constexpr (kDq == DqAdds::kKeyOrder) {
-          share.turns = p.dq_turns + block * kDqTurnsPerBlock + (L::kDqRowsSplit ? 0 : c);
-          share.turn = kb.dq_turn(m0);
-        }
+        const DqShare share =
+            dq_share<Cfg, kDq>(p, kb, j, m0, dq_m0, Cfg::kDvSplits * Cfg::kDkSlice, share_col0,
+                               L::kDqRowsSplit, L::kDqRowsSplit ? 0 : c);
         const u32 ds = sm.ds(j % L::kDsBuffers);
         const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
         const u32 stage = sm.dq_stage(c), staged = sm.dq_staged(c), free = sm.dq_free(c),

@@ -35,6 +35,25 @@ struct DqShare {
   int turn;
 };
 
+// A consumer's share of step j: block `dq_m0` of dq_accum (blocks `block_cols` wide), its
+// columns from share_col0, and in the ordered variant counter `counter` of the block and this
+// key block's turn for the tile at m0. Where consumers split the step's rows (`rows_split`),
+// the second's block may lie past the sequence.
+template <class Cfg, DqAdds kDq>
+__device__ __forceinline__ DqShare dq_share(const BwdParams& p, const KeyBlock<Cfg>& kb, int j,
+                                            int m0, int dq_m0, int block_cols, int share_col0,
+                                            bool rows_split, int counter) {
+  const long long block = dq_tile_index<Cfg::kVarlen>(p, kb.seq, kb.batch, kb.head(p, j), dq_m0);
+  const bool adds = share_col0 < Cfg::kDqkPad && (!rows_split || dq_m0 < kb.seq.seqlen_q);
+  DqShare share{nullptr, nullptr, 0};
+  if (adds) share.at = p.dq_accum + (block * block_cols + share_col0) * kDqTileRows;
+  if constexpr (kDq == DqAdds::kKeyOrder) {
+    share.turns = p.dq_turns + block * kDqTurnsPerBlock + counter;
+    share.turn = kb.dq_turn(m0);
+  }
+  return share;
+}
+
 // The dQ variant's end of a step, after the dK product was issued: dQ columns kCol0 ..
 // kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K over the CTA's keys
 // (wgmma SS from the dS^T panel `ds` and K, both MN-major). Once the products are done and
