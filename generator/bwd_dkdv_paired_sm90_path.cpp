@@ -26,9 +26,10 @@ constexpr Tiles kPreferred[] = {
 };
 
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  const ColumnSplit split = whole_columns(dims);
   return fj::budget::bwd_dkdv_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
-                                                dims.d_qk_pad, dims.d_v_pad, 1, t.block_m,
-                                                t.block_n, t.stages, 0);
+                                                split.dk_slice, split.dv_slice, split.splits,
+                                                t.block_m, t.block_n, t.stages, 0);
 }
 
 std::string tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {

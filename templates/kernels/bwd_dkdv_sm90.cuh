@@ -239,7 +239,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
             dq_share<Cfg, kDq>(p, kb, j, m0, dq_m0, Cfg::kDvSplits * Cfg::kDkSlice, share_col0,
                                L::kDqRowsSplit, L::kDqRowsSplit ? 0 : c);
         const u32 ds = sm.ds(j % L::kDsBuffers);
-        const u32 k_cols = sm.k() + share_col0 / 64 * L::kKPanelBytes + share_col0 % 64 * 2;
+        const u32 k_cols = sm.k_cols(share_col0);
         const u32 stage = sm.dq_stage(c), staged = sm.dq_staged(c), free = sm.dq_free(c),
                   mailbox = sm.dq_mailbox(c);
         if constexpr (L::kDqRowsSplit)

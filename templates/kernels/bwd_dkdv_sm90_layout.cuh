@@ -140,6 +140,10 @@ struct Smem {
   u32 base;
   unsigned char* generic;  // the same address, for the rows' plain loads and stores
   __device__ u32 k() const { return base + L::kKOffset; }
+  // K's columns from `col` on (an MN-major operand: its panel, then the column's bytes in it).
+  __device__ u32 k_cols(int col) const {
+    return k() + col / 64 * L::kKPanelBytes + col % 64 * Cfg::Element::kBytes;
+  }
   __device__ u32 v() const { return base + L::kVOffset; }
   __device__ u32 q(int slot) const { return base + L::kQOffset + slot * L::kQBytes; }
   __device__ u32 d_o(int slot) const { return base + L::kDoOffset + slot * L::kDoBytes; }

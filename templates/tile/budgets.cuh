@@ -164,8 +164,10 @@ enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
 // same with dK, dP^T and dS^T.
 FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slice, int block_m,
                                                        bool accumulates_dq) {
-  const int dq0 = accumulates_dq ? bwd_dkdv_sm90_dq_cols0(dk_slice) / 2 : 0;
-  const int dq1 = accumulates_dq ? dk_slice / 2 - dq0 : 0;
+  const int dq0 =
+      accumulates_dq ? bwd_dkdv_sm90_dq_share_cols(dk_slice, kDqAccumTileRows, 0) / 2 : 0;
+  const int dq1 =
+      accumulates_dq ? bwd_dkdv_sm90_dq_share_cols(dk_slice, kDqAccumTileRows, 1) / 2 : 0;
   const int first = dv_slice / 2 + block_m / 4 + (block_m / 2 > dq0 ? block_m / 2 : dq0);
   const int second = dk_slice / 2 + block_m / 4 + (block_m / 2 > dq1 ? block_m / 2 : dq1);
   return first > second ? first : second;
