@@ -67,8 +67,9 @@ int shared_bytes_ordered(const PaddedDims& dims, const Tiles& t) {
   return dq_variant_shared_bytes(dims, t, true);
 }
 
-// The rules both variants share, for the column split `split`.
-std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split) {
+// The rules both variants share, for the column split `split` and a consumer's accumulator
+// registers in the variant's order.
+std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split, int registers) {
   if (t.block_n != kBwdSm90BlockN || t.warps != kBwdSm90Warps)
     return fmt::format("the warp-specialised dK/dV kernel runs block_n {} with {} warps (a "
                        "producer and two consumer warp groups), not block_n {} with {}",
@@ -78,8 +79,6 @@ std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split) {
   if (split.dk_slice > 256 || split.dv_slice > 256)
     return fmt::format("dK/dV slices {}/{} exceed the wgmma N of 256", split.dk_slice,
                        split.dv_slice);
-  const int registers = fj::budget::bwd_dkdv_sm90_step_registers(split.dk_slice, split.dv_slice,
-                                                                 split.splits, t.block_m);
   if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a consumer thread (more than {} spills)",
                        registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
@@ -101,15 +100,13 @@ std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
   if (t.stages != 2)
     return fmt::format("stages {}: the dQ variant's ring has two slots at 128 keys", t.stages);
   const ColumnSplit split = whole_columns(dims);
-  if (std::string problem = common_tiles_problem(t, split); !problem.empty()) return problem;
+  const int registers =
+      fj::budget::bwd_dkdv_sm90_dq_step_registers(split.dk_slice, split.dv_slice, t.block_m);
+  if (std::string problem = common_tiles_problem(t, split, registers); !problem.empty())
+    return problem;
   if (fj::budget::bwd_dkdv_sm90_dq_rows_split(t.block_m) && split.dk_slice > 64)
     return fmt::format("block_m {} splits dQ's rows, and its {} columns would cross a panel of K",
                        t.block_m, split.dk_slice);
-  // dQ's accumulator takes the registers S^T and dP^T held.
-  const int dq_cols = fj::budget::bwd_dkdv_sm90_dq_cols(split.dk_slice, t.block_m);
-  if (dq_cols / 2 > t.block_m)
-    return fmt::format("a consumer's {} dQ columns take more registers than S^T and dP^T free",
-                       dq_cols);
   return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
 }
 std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
@@ -242,7 +239,10 @@ std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
     return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
                        "in k16 steps of dK's and dV's products)", t.block_m);
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
-  if (std::string problem = common_tiles_problem(t, split); !problem.empty()) return problem;
+  const int registers = fj::budget::bwd_dkdv_sm90_step_registers(split.dk_slice, split.dv_slice,
+                                                                 split.splits, t.block_m);
+  if (std::string problem = common_tiles_problem(t, split, registers); !problem.empty())
+    return problem;
   return shared_memory_problem(shared_bytes(dims, t), target);
 }
 

@@ -103,9 +103,9 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
       const DqShare share =
           dq_share<Cfg, kDq>(p, kb, j, m0, m0, Cfg::kDkSlice, share_col0, false, c);
       const u32 k_cols = sm.k_cols(share_col0);
+      const DqStage stage{sm.dq_stage(c), sm.dq_staged(c), sm.dq_free(c), sm.dq_mailbox(c)};
       finish_step_with_dq<Cfg, kDq, kFirst ? L::kDqCols0 : L::kDqCols1, kFirst ? 0 : L::kDqCols0>(
-          sm.ds(j % L::kDsBuffers), k_cols, sm.empty(slot), sm.dq_stage(c), sm.dq_staged(c),
-          sm.dq_free(c), sm.dq_mailbox(c), c, j, share, warp, lane);
+          sm.ds(j % L::kDsBuffers), k_cols, sm.empty(slot), stage, c, j, share, warp, lane);
     }
   }
   if constexpr (kDq == DqAdds::kAnyOrder)

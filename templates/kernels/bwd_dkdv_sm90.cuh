@@ -157,16 +157,13 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     wgmma_ss_k_major<kBM, Cfg::kDvPad / 16>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot),
                                             L::kQPanelBytes);
     wgmma_commit();
-    wgmma_wait<L::kDvDuringDs ? 1 : 0>();  // S^T has landed (dP^T may be in flight)
-
-    if (block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag))
-      mask_scores_transposed<Cfg, L::kAccumulateDq>(s, key0 + warp * 16 + lane / 4, m0,
-                                                    kb.seq.diag, lane, kb.seq.seqlen_k);
+    const bool masked =
+        block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
     const u32 dv_panel = sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes;
     // Element e of n8 tile t (query column `col` in this lane's registers): S^T into P^T, and
-    // dP^T into dS^T, the same in either step order below.
+    // dP^T into dS^T, the same in every step order below.
     const auto to_p = [&](int t, int e) {
       const int col = t * 8 + (lane % 4) * 2 + e % 2;
       s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[col]));
@@ -175,6 +172,69 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       const int col = t * 8 + (lane % 4) * 2 + e % 2;
       dp[t][e] = s[t][e] * (dp[t][e] - d_rows[col]);
     };
+    const auto mask = [&] {
+      mask_scores_transposed<Cfg, L::kAccumulateDq>(s, key0 + warp * 16 + lane / 4, m0,
+                                                    kb.seq.diag, lane, kb.seq.seqlen_k);
+    };
+
+    if constexpr (L::kAccumulateDq) {
+      // FlashAttention-3's order: P^T while dP^T is in flight, dS^T, both packed (S^T's and
+      // dP^T's registers free as they go), dS^T to shared memory, then dV's product under the
+      // dS^T barrier, dQ's, and dK's under the staging of dQ's tile.
+      wgmma_wait<1>();  // S^T has landed
+      if (masked) mask();
+#pragma unroll
+      for (int t = 0; t < kQT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) to_p(t, e);
+      wgmma_wait<0>();  // dP^T has landed
+#pragma unroll
+      for (int t = 0; t < kQT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) to_ds(t, e);
+        if (t % 2 == 1) {
+          pack_k16_step<Element>(xp[t / 2], s[t - 1], s[t]);
+          pack_k16_step<Element>(x[t / 2], dp[t - 1], dp[t]);
+        }
+      }
+      // Both consumers' dS^T in the buffer; the other's dQ product of two steps ago, which
+      // read it, is done (each passes the barrier only after finishing its step before), and
+      // so are the bulk reductions that read the staged dQ tiles of the step before (the dQ
+      // writer's: at the stage's own barrier).
+      const u32 ds = sm.ds(j % L::kDsBuffers);
+      store_ds_transposed(ds, L::kDsPanelBytes, x, c * L::kConsumerKeys + warp * 16 + lane / 4,
+                          lane);
+      fence_proxy_async_shared();
+      wgmma_fence();
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, xp, dv_panel, L::kQPanelBytes);
+      wgmma_commit();
+      if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
+      named_sync(kDsReadyBarrier, 256);
+      // This consumer's rows and columns of dQ; a block holds every split's shares,
+      // kDqTileRows x their width each, and has a counter a consumer's share.
+      const int dq_m0 = L::kDqRowsSplit ? m0 + c * kDqTileRows : m0;
+      const int share_col0 = dk_col0 + (L::kDqRowsSplit || c == 0 ? 0 : L::kDqCols0);
+      const DqShare share =
+          dq_share<Cfg, kDq>(p, kb, j, m0, dq_m0, Cfg::kDvSplits * Cfg::kDkSlice, share_col0,
+                             L::kDqRowsSplit, L::kDqRowsSplit ? 0 : c);
+      const u32 k_cols = sm.k_cols(share_col0);
+      const DqStage stage{sm.dq_stage(c), sm.dq_staged(c), sm.dq_free(c), sm.dq_mailbox(c)};
+      const u32 q_panel = sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes;
+      if constexpr (L::kDqRowsSplit)
+        dq_then_dk<Cfg, kDq, Cfg::kDkSlice, 0>(acc_dk, x, q_panel, ds + c * L::kDsPanelBytes,
+                                               k_cols, stage, c, j, share, warp, lane);
+      else if (c == 0)
+        dq_then_dk<Cfg, kDq, L::kDqCols0, 0>(acc_dk, x, q_panel, ds, k_cols, stage, c, j, share,
+                                             warp, lane);
+      else
+        dq_then_dk<Cfg, kDq, L::kDqCols1, L::kDqCols0>(acc_dk, x, q_panel, ds, k_cols, stage, c,
+                                                       j, share, warp, lane);
+      mbar_arrive(sm.empty(slot));
+      continue;
+    }
+
+    wgmma_wait<L::kDvDuringDs ? 1 : 0>();  // S^T has landed (dP^T may be in flight)
+    if (masked) mask();
     if constexpr (L::kDvDuringDs) {
 #pragma unroll
       for (int t = 0; t < kQT; ++t)
@@ -215,46 +275,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, xp, dv_panel, L::kQPanelBytes);
     }
     if (dk_cols > 0) {
-      if constexpr (L::kAccumulateDq) {
-        // Both consumers' dS^T in the buffer; the other's products of two steps ago, which
-        // read it, are done (each passes here only after waiting for its own), and so are
-        // the bulk reductions that read the staged dQ tiles of the step before (the dQ
-        // writer's: at the stage's own barrier).
-        const u32 ds = sm.ds(j % L::kDsBuffers);
-        store_ds_transposed(ds, L::kDsPanelBytes, x, c * L::kConsumerKeys + warp * 16 + lane / 4,
-                            lane);
-        fence_proxy_async_shared();
-        if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
-        named_sync(kDsReadyBarrier, 256);
-      }
       wgmma_fence();
       wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
           acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
-      if constexpr (L::kAccumulateDq) {
-        // This consumer's rows and columns of dQ; a block holds every split's shares,
-        // kDqTileRows x their width each, and has a counter a consumer's share.
-        const int dq_m0 = L::kDqRowsSplit ? m0 + c * kDqTileRows : m0;
-        const int share_col0 = dk_col0 + (L::kDqRowsSplit || c == 0 ? 0 : L::kDqCols0);
-        const DqShare share =
-            dq_share<Cfg, kDq>(p, kb, j, m0, dq_m0, Cfg::kDvSplits * Cfg::kDkSlice, share_col0,
-                               L::kDqRowsSplit, L::kDqRowsSplit ? 0 : c);
-        const u32 ds = sm.ds(j % L::kDsBuffers);
-        const u32 k_cols = sm.k_cols(share_col0);
-        const u32 stage = sm.dq_stage(c), staged = sm.dq_staged(c), free = sm.dq_free(c),
-                  mailbox = sm.dq_mailbox(c);
-        if constexpr (L::kDqRowsSplit)
-          finish_step_with_dq<Cfg, kDq, Cfg::kDkSlice, 0>(ds + c * L::kDsPanelBytes, k_cols,
-                                                          sm.empty(slot), stage, staged, free,
-                                                          mailbox, c, j, share, warp, lane);
-        else if (c == 0)
-          finish_step_with_dq<Cfg, kDq, L::kDqCols0, 0>(ds, k_cols, sm.empty(slot), stage,
-                                                        staged, free, mailbox, c, j, share,
-                                                        warp, lane);
-        else
-          finish_step_with_dq<Cfg, kDq, L::kDqCols1, L::kDqCols0>(
-              ds, k_cols, sm.empty(slot), stage, staged, free, mailbox, c, j, share, warp, lane);
-        continue;
-      }
       wgmma_commit();
     }
     wgmma_wait<0>();

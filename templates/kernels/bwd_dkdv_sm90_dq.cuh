@@ -54,50 +54,86 @@ __device__ __forceinline__ DqShare dq_share(const BwdParams& p, const KeyBlock<C
   return share;
 }
 
-// The dQ variant's end of a step, after the dK product was issued: dQ columns kCol0 ..
-// kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K over the CTA's keys
-// (wgmma SS from the dS^T panel `ds` and K, both MN-major). Once the products are done and
-// the slot is released, the tile goes to `stage` in its block's order. In any order, the warp
-// group's first thread then adds it to dq_accum with one bulk reduction, and the next step
-// writes `stage` only after that thread has waited for this read (at the dS^T barrier). In
-// key-block order the dQ writer adds it, and frees the stage (the wait at step j > 0): the
-// consumer leaves the block in the mailbox and arrives at `staged`.
-template <class Cfg, DqAdds kDq, int N, int kCol0>
-__device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty, u32 stage,
-                                                    u32 staged, u32 free, u32 mailbox, int c,
-                                                    int j, const DqShare& share, int warp,
-                                                    int lane) {
+// Consumer c's staged dQ tile and, in key-block order, its mbarriers and mailbox.
+struct DqStage {
+  u32 tile, staged, free, mailbox;
+};
+
+// dQ columns kCol0 .. kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K
+// over the CTA's keys: wgmma SS from the dS^T panel `ds` and K, both MN-major, one commit group.
+template <class Cfg, DqAdds kDq, int N>
+__device__ __forceinline__ void issue_dq_product(float (&acc)[N / 8][4], u32 ds, u32 k) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
-  float acc[N / 8][4];
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
   wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsPanelBytes, k, L::kKPanelBytes);
   wgmma_commit();
-  wgmma_wait<0>();
-  mbar_arrive(empty);
-  if (kDq == DqAdds::kKeyOrder && j > 0) mbar_wait(free, (j - 1) & 1);
+}
+
+// A finished dQ product into the stage in its block's order. In any order, the warp group's
+// first thread then adds it to dq_accum with one bulk reduction, and the next step writes the
+// stage only after that thread has waited for this read (at the dS^T barrier). In key-block
+// order the dQ writer adds it, and frees the stage (the wait at step j > 0): the consumer
+// leaves the block in the mailbox and arrives at `staged`.
+template <class Cfg, DqAdds kDq, int N, int kCol0>
+__device__ __forceinline__ void stage_dq(const float (&acc)[N / 8][4], const DqStage& stage, int c,
+                                         int j, const DqShare& share, int warp, int lane) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+  if (kDq == DqAdds::kKeyOrder && j > 0) mbar_wait(stage.free, (j - 1) & 1);
 #pragma unroll
   for (int half = 0; half < 2; ++half)
 #pragma unroll
     for (int t = 0; t < N / 8; ++t) {
       const int row = warp * 16 + lane / 4 + half * 8, col = kCol0 + t * 8 + (lane % 4) * 2;
-      st_shared_f32x2(
-          stage + 4 * (dq_block_offset<Cfg::kDkSlice, L::kDqCols0>(row, col) - kCol0 * kDqTileRows),
-          acc[t][half * 2], acc[t][half * 2 + 1]);
+      st_shared_f32x2(stage.tile + 4 * (dq_block_offset<Cfg::kDkSlice, L::kDqCols0>(row, col) -
+                                        kCol0 * kDqTileRows),
+                      acc[t][half * 2], acc[t][half * 2 + 1]);
     }
   fence_proxy_async_shared();
   if constexpr (kDq == DqAdds::kKeyOrder) {
     if (warp == 0 && lane == 0) {
-      st_shared_u64(mailbox, reinterpret_cast<u64>(share.at));
-      st_shared_u64(mailbox + 8, reinterpret_cast<u64>(share.turns));
-      st_shared_u32(mailbox + 16, share.turn);
+      st_shared_u64(stage.mailbox, reinterpret_cast<u64>(share.at));
+      st_shared_u64(stage.mailbox + 8, reinterpret_cast<u64>(share.turns));
+      st_shared_u32(stage.mailbox + 16, share.turn);
     }
-    mbar_arrive(staged);
+    mbar_arrive(stage.staged);
   } else {
     named_sync(kDqStagedBarrier + c, 128);
     if (warp != 0 || lane != 0) return;
-    if (share.at != nullptr) bulk_reduce_add_f32(share.at, stage, kDqTileRows * N * 4);
+    if (share.at != nullptr) bulk_reduce_add_f32(share.at, stage.tile, kDqTileRows * N * 4);
     bulk_commit();
   }
+}
+
+// The paired consumers' end of a step, after their dV or dK product was issued: the dQ
+// product, the slot released once both are done, then the tile staged.
+template <class Cfg, DqAdds kDq, int N, int kCol0>
+__device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty,
+                                                    const DqStage& stage, int c, int j,
+                                                    const DqShare& share, int warp, int lane) {
+  float acc[N / 8][4];
+  issue_dq_product<Cfg, kDq, N>(acc, ds, k);
+  wgmma_wait<0>();
+  mbar_arrive(empty);
+  stage_dq<Cfg, kDq, N, kCol0>(acc, stage, c, j, share, warp, lane);
+}
+
+// The 128-key consumers' end of a step, dV's product in flight: the dQ product, then dK's
+// (from dS^T packed in x and Q's panel `q`) once dV's is done with the ring slot's dO, and dQ's
+// tile staged while dK's runs. Returns with every product done.
+template <class Cfg, DqAdds kDq, int N, int kCol0, class DkAcc, class Packed>
+__device__ __forceinline__ void dq_then_dk(DkAcc& acc_dk, const Packed& x, u32 q, u32 ds, u32 k,
+                                           const DqStage& stage, int c, int j,
+                                           const DqShare& share, int warp, int lane) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+  float acc[N / 8][4];
+  issue_dq_product<Cfg, kDq, N>(acc, ds, k);
+  wgmma_wait<1>();  // dV's product is done
+  wgmma_fence();
+  wgmma_rs_mn_major<Cfg::kDkSlice, Cfg::kBlockM / 16>(acc_dk, x, q, L::kQPanelBytes);
+  wgmma_commit();
+  wgmma_wait<1>();  // dQ's product is done
+  stage_dq<Cfg, kDq, N, kCol0>(acc, stage, c, j, share, warp, lane);
+  wgmma_wait<0>();
 }
 
 // The ordered variant's dQ writer (the first lane of the producer's second warp): each step,

@@ -183,6 +183,12 @@ FJ_BUDGET constexpr bool bwd_dkdv_sm90_dv_after_ds(int dk_slice, int dv_slice, i
          bwd_dkdv_sm90_consumer_registers(dk_slice, dv_slice, block_m) >
              kBwdDkDvSm90MaxAccumulatorRegisters;
 }
+// The dQ variants' consumers (FlashAttention-3's order): dK, dV, S^T and dP^T while P^T and
+// dS^T are computed and packed; then dK, dV, both packed and the consumer's dQ share.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_step_registers(int dk_slice, int dv_slice, int block_m) {
+  const int after = block_m / 2 + bwd_dkdv_sm90_dq_cols(dk_slice, block_m) / 2;
+  return (dk_slice + dv_slice) / 2 + (block_m > after ? block_m : after);
+}
 // A consumer's accumulator registers in the kernel's order at these tiles.
 FJ_BUDGET constexpr int bwd_dkdv_sm90_step_registers(int dk_slice, int dv_slice, int splits,
                                                      int block_m) {
