@@ -12,7 +12,8 @@
 //       S^T = K Q^T and dP^T = V dO^T   (wgmma SS, both K-major in 128-byte swizzled panels)
 //       P^T = exp2(scale_log2 S^T - LSE_log2), dV += P^T dO   (RS: P^T from the S registers)
 //       dS^T = P^T (dP^T - D),             dK += dS^T Q      (RS; Q and dO read MN-major)
-//     dP^T is in flight while P^T is computed, and dV's product while dS^T is.
+//     dP^T is in flight while P^T is computed, and dV's product while dS^T is (the dQ
+//     variants: after, see below).
 // Wide heads split the output columns over kDvSplits CTAs per key block, as in the sm80
 // kernel: split s accumulates dK columns s*kDkSlice.. and dV columns s*kDvSlice.. (64-column
 // panels), recomputing S^T and dP^T over the whole head dims.
@@ -26,7 +27,11 @@
 // tile in shared memory in the order its registers hold it, and one thread adds the whole
 // tile to its block of the fp32 dq_accum with one bulk reduction: reductions from registers
 // (red.global) took as long again as the products, and one bulk reduction a row took longer
-// still. bwd_dq_convert reads the blocks back in that order and scales them into dQ.
+// still. bwd_dq_convert reads the blocks back in that order and scales them into dQ. A step
+// runs in FlashAttention-3's order, so that a product is in flight through each wait: dS^T is
+// stored before dV's product is issued, which runs under the dS^T barrier; then dQ's product,
+// dK's once dV's is done, and dQ's tile is staged while dK's runs (d128 at 16k tokens: 9.9 →
+// 8.9 ms on the H200, bench/NOTES.md entry 36).
 //
 // Where one consumer cannot hold its keys' dK and dV beside S^T and dP^T (qk + v past about
 // 336 columns), the kernel takes 64 keys a CTA and pairs the consumers on them instead of
