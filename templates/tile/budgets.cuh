@@ -93,7 +93,7 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // for its bulk reduction. At 64 query rows a step the consumers split the dQ columns
 // (bwd_dkdv_sm90_dq_cols0: the first's share, inside one 64-column panel or whole panels); at
 // 128 they split the rows, each a 64-row block of every column. The dQ accumulator lives
-// while S^T and dP^T do not, so the register rule is the same.
+// while S^T and dP^T do not, beside both packed (bwd_dkdv_sm90_dq_step_registers).
 enum : int { kBwdDkDvSm90DsBuffers = 2 };
 // The rows of a block of the dQ accumulator (attn/dq_accum.cuh): dQ's wgmma M.
 enum : int { kDqAccumTileRows = 64 };
