@@ -12,8 +12,8 @@ namespace {
 
 // Preferred first: the most query rows a step the consumers' registers hold beside dK and dV
 // (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
-// 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96; 128 rows take
-// dV's product after dS^T there, budget::bwd_dkdv_sm90_dv_after_ds), two ring slots; one slot
+// 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96), two ring
+// slots; one slot
 // where shared memory is short. Sixteen rows only where nothing wider fits (d336, d384,
 // 256/512: 14-43% less time than the sm80 kernel's dK/dV there, bench/NOTES.md entry 32), and
 // not tuned elsewhere.
@@ -239,8 +239,8 @@ std::string bwd_dkdv_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
     return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
                        "in k16 steps of dK's and dV's products)", t.block_m);
   const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
-  const int registers = fj::budget::bwd_dkdv_sm90_step_registers(split.dk_slice, split.dv_slice,
-                                                                 split.splits, t.block_m);
+  const int registers =
+      fj::budget::bwd_dkdv_sm90_consumer_registers(split.dk_slice, split.dv_slice, t.block_m);
   if (std::string problem = common_tiles_problem(t, split, registers); !problem.empty())
     return problem;
   return shared_memory_problem(shared_bytes(dims, t), target);

@@ -238,46 +238,29 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       continue;
     }
 
-    wgmma_wait<L::kDvDuringDs ? 1 : 0>();  // S^T has landed (dP^T may be in flight)
+    // Without dQ: P^T packed, dV's product issued and running while dS^T is computed.
+    wgmma_wait<1>();  // S^T has landed (dP^T may be in flight)
     if (masked) mask();
-    if constexpr (L::kDvDuringDs) {
 #pragma unroll
-      for (int t = 0; t < kQT; ++t)
+    for (int t = 0; t < kQT; ++t)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) to_p(t, e);
-      pack_k16_steps<Element>(x, s);
-      if (dv_cols > 0) {
-        wgmma_fence();
-        wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, x, dv_panel, L::kQPanelBytes);
-        wgmma_commit();
-        wgmma_wait<1>();  // dP^T has landed; dV's product may still run
-      } else {
-        wgmma_wait<0>();  // dP^T has landed
-      }
-      if (dk_cols > 0) {
-#pragma unroll
-        for (int t = 0; t < kQT; ++t)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) to_ds(t, e);
-        wgmma_wait<0>();  // dV's product is done with x
-        pack_k16_steps<Element>(x, dp);
-      }
-    } else {
-      // P^T and dS^T a k16 step at a time, each packed at once, so that S^T's and dP^T's
-      // registers free as the pass goes; then dV's product (dK's follows).
-#pragma unroll
-      for (int t = 0; t < kQT; ++t)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          to_p(t, e);
-          to_ds(t, e);
-          if (t % 2 == 1 && e == 3) {
-            pack_k16_step<Element>(xp[t / 2], s[t - 1], s[t]);
-            pack_k16_step<Element>(x[t / 2], dp[t - 1], dp[t]);
-          }
-        }
+      for (int e = 0; e < 4; ++e) to_p(t, e);
+    pack_k16_steps<Element>(x, s);
+    if (dv_cols > 0) {
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, xp, dv_panel, L::kQPanelBytes);
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, x, dv_panel, L::kQPanelBytes);
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+    } else {
+      wgmma_wait<0>();  // dP^T has landed
+    }
+    if (dk_cols > 0) {
+#pragma unroll
+      for (int t = 0; t < kQT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) to_ds(t, e);
+      wgmma_wait<0>();  // dV's product is done with x
+      pack_k16_steps<Element>(x, dp);
     }
     if (dk_cols > 0) {
       wgmma_fence();

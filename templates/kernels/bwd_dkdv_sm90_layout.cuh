@@ -87,19 +87,13 @@ struct Sm90BwdDkDvLayoutOf {
                 "a step is one block of dq_accum, or two (one a consumer, whose dQ product's "
                 "columns lie in one panel of K)");
 
-  // Without dQ, dV's product runs while dS^T is computed, except at 128-row steps of head
-  // dims up to 64 (budget::bwd_dkdv_sm90_dv_after_ds): there the step waits for S^T and dP^T
-  // both and issues dV's product with dK's once dS^T is computed, with nothing in flight
-  // while S^T and dP^T are used. The dQ variants take FlashAttention-3's order (consume).
-  static constexpr bool kDvDuringDs = !budget::bwd_dkdv_sm90_dv_after_ds(
-      Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits, Cfg::kBlockM);
   static_assert((kPaired ? budget::bwd_dkdv_sm90_paired_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                   Cfg::kBlockM, kAccumulateDq)
                  : kAccumulateDq
                      ? budget::bwd_dkdv_sm90_dq_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                Cfg::kBlockM)
-                     : budget::bwd_dkdv_sm90_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
-                                                            Cfg::kDvSplits, Cfg::kBlockM)) <=
+                     : budget::bwd_dkdv_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kDvSlice,
+                                                                Cfg::kBlockM)) <=
                     budget::kBwdDkDvSm90MaxAccumulatorRegisters,
                 "a consumer's accumulators within its register budget");
   static_assert(!kPaired ||

@@ -172,29 +172,11 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slic
   const int second = dk_slice / 2 + block_m / 4 + (block_m / 2 > dq1 ? block_m / 2 : dq1);
   return first > second ? first : second;
 }
-// 128 query rows a step at head dims up to 64 (whole columns) where P^T packed beside S^T and
-// dP^T would not fit: dV's product is issued after dS^T is computed (FlashAttention-3's
-// order), and P^T is packed only once S^T is used up, so a consumer holds S^T, dP^T, dK and
-// dV. Measured at d64 alone (bench/NOTES.md entry 31); elsewhere dV's product runs while dS^T
-// is computed.
-FJ_BUDGET constexpr bool bwd_dkdv_sm90_dv_after_ds(int dk_slice, int dv_slice, int splits,
-                                                   int block_m) {
-  return splits == 1 && block_m == 128 && dk_slice <= 64 && dv_slice <= 64 &&
-         bwd_dkdv_sm90_consumer_registers(dk_slice, dv_slice, block_m) >
-             kBwdDkDvSm90MaxAccumulatorRegisters;
-}
 // The dQ variants' consumers (FlashAttention-3's order): dK, dV, S^T and dP^T while P^T and
 // dS^T are computed and packed; then dK, dV, both packed and the consumer's dQ share.
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_step_registers(int dk_slice, int dv_slice, int block_m) {
   const int after = block_m / 2 + bwd_dkdv_sm90_dq_cols(dk_slice, block_m) / 2;
   return (dk_slice + dv_slice) / 2 + (block_m > after ? block_m : after);
-}
-// A consumer's accumulator registers in the kernel's order at these tiles.
-FJ_BUDGET constexpr int bwd_dkdv_sm90_step_registers(int dk_slice, int dv_slice, int splits,
-                                                     int block_m) {
-  return bwd_dkdv_sm90_dv_after_ds(dk_slice, dv_slice, splits, block_m)
-             ? (dk_slice + dv_slice) / 2 + block_m
-             : bwd_dkdv_sm90_consumer_registers(dk_slice, dv_slice, block_m);
 }
 
 // ---- bwd_dq_sm90: Q and dO of the CTA's 128 rows, then a kStages ring of K and V tiles, in

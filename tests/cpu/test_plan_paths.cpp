@@ -202,19 +202,16 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
 
   // d136: dK and dV whole beside a 48-row query tile (the dQ variants' 64-row tile would
   // not hold them, so the two kernels serve); d192: two CTAs of 128 columns each, which the
-  // paired kernel replaces (deterministic: its consumers hold dK and dV of 64 keys whole). The dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest
-  // preferred, 128 rows.
+  // paired kernel replaces (deterministic: its consumers hold dK and dV of 64 keys whole). The
+  // dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest preferred that
+  // holds dK, dV, S^T and dP^T, 96 rows.
   const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
   CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
   CHECK(d136.dv_splits == 1);
   CHECK(d136.tiles.block_m == 48);
   const KernelPathInfo& dkdv = kernel_path(KernelPath::BwdDkDvSm90);
-  CHECK(dkdv.default_tiles(spec_of(64, 64), "sm_90a").block_m == 128);
-  // dV's product after dS^T at 128-row steps of head dims up to 64 alone (measured there).
-  CHECK(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 128));
-  CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(48, 48, 1, 128));  // both fit in flight
-  CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(80, 80, 1, 128));
-  CHECK_FALSE(fj::budget::bwd_dkdv_sm90_dv_after_ds(64, 64, 1, 96));
+  CHECK(dkdv.default_tiles(spec_of(64, 64), "sm_90a").block_m == 96);
+  CHECK(dkdv.default_tiles(spec_of(48, 48), "sm_90a").block_m == 128);
   CHECK(dkdv.default_tiles(spec_of(72, 72), "sm_90a").block_m == 96);
   const ColumnSplit d192_split = bwd_dkdv_sm90_column_split(padded_dims(spec_of(192, 192)));
   CHECK(d192_split.splits == 2);
