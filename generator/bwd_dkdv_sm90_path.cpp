@@ -13,10 +13,9 @@ namespace {
 // Preferred first: the most query rows a step the consumers' registers hold beside dK and dV
 // (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
 // 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96), two ring
-// slots; one slot
-// where shared memory is short. Sixteen rows only where nothing wider fits (d336, d384,
-// 256/512: 14-43% less time than the sm80 kernel's dK/dV there, bench/NOTES.md entry 32), and
-// not tuned elsewhere.
+// slots; one slot where shared memory is short. Sixteen rows only where nothing wider fits
+// (d336, d384, 256/512: 14-43% less time than the sm80 kernel's dK/dV there, bench/NOTES.md
+// entry 32), and not tuned elsewhere.
 constexpr Tiles kSixteenRows = {16, kBwdSm90BlockN, kBwdSm90Warps, 1};
 constexpr Tiles kPreferred[] = {
     {128, kBwdSm90BlockN, kBwdSm90Warps, 2},
