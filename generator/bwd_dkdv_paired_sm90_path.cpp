@@ -22,7 +22,7 @@ constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
 constexpr Tiles kPreferred[] = {
     {96, kPairedKeys, kBwdSm90Warps, 2}, {80, kPairedKeys, kBwdSm90Warps, 2},
     {64, kPairedKeys, kBwdSm90Warps, 2}, {48, kPairedKeys, kBwdSm90Warps, 2},
-    {64, kPairedKeys, kBwdSm90Warps, 1},
+    {32, kPairedKeys, kBwdSm90Warps, 2}, {64, kPairedKeys, kBwdSm90Warps, 1},
 };
 
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {

@@ -204,9 +204,9 @@ std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const Tiles& t,
   if (t.block_m % 16 != 0 || t.block_m < 16 || t.block_m > 128)
     return fmt::format("block_m {} must be a multiple of 16 in 16..128 (the wgmma N of S^T, "
                        "in k16 steps of dK's and dV's products)", t.block_m);
-  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
-    return fmt::format("head dims {}/{} (padded): paired consumers hold dK or dV whole, a wgmma "
-                       "N of at most 256", dims.d_qk_pad, dims.d_v_pad);
+  if (accumulates_dq && (dims.d_qk_pad > 256 || dims.d_v_pad > 256))
+    return fmt::format("head dims {}/{} (padded): paired consumers accumulating dQ run its "
+                       "shares as wgmma N of at most 256", dims.d_qk_pad, dims.d_v_pad);
   const int registers = fj::budget::bwd_dkdv_sm90_paired_registers(dims.d_qk_pad, dims.d_v_pad,
                                                                    t.block_m, accumulates_dq);
   if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)

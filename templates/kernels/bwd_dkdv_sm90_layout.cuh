@@ -107,9 +107,10 @@ struct Sm90BwdDkDvLayoutOf {
   static_assert(Cfg::kBlockN == 2 * kConsumerKeys || kPaired,
                 "two consumer warp groups of 64 keys, or both on the same 64");
   static_assert(Cfg::kBlockM % 16 == 0 && Cfg::kBlockM <= 256, "wgmma N of S^T, k16 steps");
-  static_assert(Cfg::kDkSlice % 16 == 0 && Cfg::kDkSlice <= 256 && Cfg::kDvSlice % 16 == 0 &&
-                    Cfg::kDvSlice <= 256,
-                "wgmma N of dK and dV");
+  static_assert(Cfg::kDkSlice % 16 == 0 && Cfg::kDvSlice % 16 == 0 &&
+                    (!kAccumulateDq || (Cfg::kDkSlice <= 256 && Cfg::kDvSlice <= 256)),
+                "wgmma N of dK and dV (past 256 in two products, wgmma_rs_mn_major), and of the "
+                "dQ shares");
   static_assert(Cfg::kDvSplits == 1 || (Cfg::kDkSlice % 64 == 0 && Cfg::kDvSlice % 64 == 0),
                 "split slices start on a panel");
   static_assert(Cfg::kStages == 1 || Cfg::kStages == 2, "one or two ring slots");

@@ -223,14 +223,16 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK(d192.dk_slice == 192);
   CHECK(d192.tiles == Tiles{96, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
 
-  // d320 and 128/512: K and V of 128 keys fit (160 KB) beside one ring slot of 32 rows; d320's
-  // dQ takes the sm90 kernel too. At d512 K and V alone would take 256 KB: sm80. So do block
-  // masks, calls TMA cannot load and warp_specialization: false.
-  for (const Spec& s : {spec_of(320, 320), spec_of(128, 512)}) {
-    const rt::OperationPlan plan = rt::plan_backward(s, "sm_90a", {});
-    CHECK(plan.launches[1].path->id == KernelPath::BwdDkDvSm90);
-    CHECK(plan.launches[1].tiles.stages == 1);
-  }
+  // 128/512: K and V of 128 keys fit (160 KB) beside one ring slot of 32 rows. d320 pairs the
+  // consumers on 64 keys (each holds dK or dV whole, 320 columns in two wgmma products), 48 rows
+  // a step in two slots; its dQ takes the sm90 kernel too. At d512 neither holds: sm80. So do
+  // block masks, calls TMA cannot load and warp_specialization: false.
+  const rt::OperationPlan wide_v = rt::plan_backward(spec_of(128, 512), "sm_90a", {});
+  CHECK(wide_v.launches[1].path->id == KernelPath::BwdDkDvSm90);
+  CHECK(wide_v.launches[1].tiles.stages == 1);
+  const rt::OperationPlan d320 = rt::plan_backward(spec_of(320, 320), "sm_90a", {});
+  CHECK(d320.launches[1].path->id == KernelPath::BwdDkDvPairedSm90);
+  CHECK(d320.launches[1].tiles == Tiles{48, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
   CHECK(rt::plan_backward(spec_of(320, 320), "sm_90a", {}).launches[2].path->id ==
         KernelPath::BwdDqSm90);
   CHECK(rt::plan_backward(spec_of(512, 512), "sm_90a", {}).launches[1].path->id ==
@@ -294,16 +296,15 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
   }
-  // Unsplit heads and d320 take the two deterministic kernels; split heads where dQ's stages
-  // leave one ring slot (d200, d256), and deterministic specs, the paired dK/dV kernel and the
-  // dQ kernel.
+  // Unsplit heads take the two deterministic kernels; split heads where dQ's stages leave one
+  // ring slot (d200, d256) or whose dQ shares would pass wgmma's N (d320), and deterministic
+  // specs, the paired dK/dV kernel and the dQ kernel.
   Spec deterministic_d192 = spec_of(192, 192);
   deterministic_d192.deterministic = true;
   for (const Spec& s : {spec_of(136, 136), spec_of(192, 128), spec_of(64, 256), spec_of(320, 320),
                         spec_of(200, 200), spec_of(256, 256), deterministic_d192}) {
     INFO(s.head_dim_qk, "/", s.head_dim_v);
-    const bool split = s.head_dim_qk != 136 && s.head_dim_qk + s.head_dim_v > 336 &&
-                       s.head_dim_qk <= 256;
+    const bool split = s.head_dim_qk != 136 && s.head_dim_qk + s.head_dim_v > 336;
     const rt::OperationPlan op = rt::plan_backward(s, "sm_90a", {});
     CHECK(op.launches[1].path->id ==
           (split ? KernelPath::BwdDkDvPairedSm90 : KernelPath::BwdDkDvSm90));
