@@ -13,17 +13,14 @@ namespace {
 // Preferred first: the most query rows a step the consumers' registers hold beside dK and dV
 // (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
 // 112 rows fit at d64 but leave ptxas too few registers and ran slower than 96), two ring
-// slots; one slot where shared memory is short. Sixteen rows only where nothing wider fits
-// (d336, d384, 256/512: 14-43% less time than the sm80 kernel's dK/dV there, bench/NOTES.md
-// entry 32), and not tuned elsewhere.
-constexpr Tiles kSixteenRows = {16, kBwdSm90BlockN, kBwdSm90Warps, 1};
+// slots; one slot where shared memory is short. (Past what 32 rows leave room for, the
+// paired kernel serves.)
 constexpr Tiles kPreferred[] = {
     {128, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {96, kBwdSm90BlockN, kBwdSm90Warps, 2}, {80, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {64, kBwdSm90BlockN, kBwdSm90Warps, 2}, {48, kBwdSm90BlockN, kBwdSm90Warps, 2},
     {32, kBwdSm90BlockN, kBwdSm90Warps, 2}, {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
     {48, kBwdSm90BlockN, kBwdSm90Warps, 1}, {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
-    kSixteenRows,
 };
 // The dQ variant's: 128 queries a step where the registers hold them (head dims up to 64; the
 // consumers split dQ's rows), else 64 (dQ's wgmma M; they split its columns), with two ring
@@ -90,7 +87,8 @@ std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
     if (t.block_m != fj::budget::kDqAccumTileRows)
       return fmt::format("paired consumers accumulating dQ run {} query rows a step (dQ's wgmma "
                          "M), not {}", fj::budget::kDqAccumTileRows, t.block_m);
-    if (std::string problem = bwd_dkdv_sm90_paired_problem(dims, t, true); !problem.empty())
+    if (std::string problem = bwd_dkdv_sm90_paired_problem(dims, whole_columns(dims), t, true);
+        !problem.empty())
       return problem;
     return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
   }
@@ -163,10 +161,8 @@ Tiles default_tiles_ordered(const Spec& spec, const std::string& target) {
                              "sm90 dK/dV/dQ (ordered)");
 }
 
-std::vector<Tiles> tuning_grid(const Spec& spec) {
-  std::vector<Tiles> grid(std::begin(kPreferred), std::end(kPreferred));
-  if (default_tiles(spec, "sm_90a") != kSixteenRows) std::erase(grid, kSixteenRows);
-  return grid;
+std::vector<Tiles> tuning_grid(const Spec&) {
+  return {std::begin(kPreferred), std::end(kPreferred)};
 }
 
 std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
@@ -196,8 +192,8 @@ bool bwd_dkdv_sm90_serves_calls(const Spec& spec, const std::string& target,
          call.tma_loadable && (spec.mask == MaskKind::None || spec.mask == MaskKind::SlidingWindow);
 }
 
-std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const Tiles& t,
-                                         bool accumulates_dq) {
+std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const ColumnSplit& split,
+                                         const Tiles& t, bool accumulates_dq) {
   if (t.warps != kBwdSm90Warps || (t.stages != 1 && t.stages != 2))
     return fmt::format("paired consumers run in one or two ring slots with {} warps, not {} "
                        "slots, {} warps", kBwdSm90Warps, t.stages, t.warps);
@@ -207,8 +203,8 @@ std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const Tiles& t,
   if (accumulates_dq && (dims.d_qk_pad > 256 || dims.d_v_pad > 256))
     return fmt::format("head dims {}/{} (padded): paired consumers accumulating dQ run its "
                        "shares as wgmma N of at most 256", dims.d_qk_pad, dims.d_v_pad);
-  const int registers = fj::budget::bwd_dkdv_sm90_paired_registers(dims.d_qk_pad, dims.d_v_pad,
-                                                                   t.block_m, accumulates_dq);
+  const int registers = fj::budget::bwd_dkdv_sm90_paired_registers(
+      split.dk_slice, split.dv_slice, t.block_m, accumulates_dq);
   if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a paired consumer thread (more than {} spills)",
                        registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);

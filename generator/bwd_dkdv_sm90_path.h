@@ -39,10 +39,16 @@ ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims);
 // no block mask (its transposed walk is the sm80 kernel's).
 bool bwd_dkdv_sm90_serves_calls(const Spec& spec, const std::string& target,
                                 const CallTraits& call);
-// Why paired consumers (64 keys a CTA, whole columns) cannot run `tiles` at these dims, shared
-// memory apart ("" when they can): each holds dK or dV whole as one wgmma N.
-std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const Tiles& tiles,
-                                         bool accumulates_dq);
+// Why paired consumers (64 keys a CTA) cannot run `tiles` at these dims and this column
+// split, shared memory apart ("" when they can): each holds its slice of dK or of dV.
+std::string bwd_dkdv_sm90_paired_problem(const PaddedDims& dims, const ColumnSplit& split,
+                                         const Tiles& tiles, bool accumulates_dq);
+// The paired dK/dV-only kernel's columns a CTA holds: all of dK and dV while a consumer's
+// registers hold its whole one beside S^T (or dP^T) and P^T packed at 32 query rows a step;
+// past that the fewest splits into 64-column slices that fit, each CTA recomputing S^T and
+// dP^T over the whole head dims as bwd_dkdv_sm90's splits do. (The dQ variants' paired
+// consumers hold whole columns.)
+ColumnSplit bwd_dkdv_paired_sm90_column_split(const PaddedDims& dims);
 // The kernels' name part, "ws_m64n128s2", and the wgmma shapes the dK/dV-only kernels run.
 std::string bwd_dkdv_sm90_tiles_label(const Tiles& tiles);
 std::string bwd_dkdv_sm90_extra_source(const Plan& plan);

@@ -11,7 +11,9 @@ namespace sm90_bwd {
 // kFirst: S^T = K Q^T, P^T, dV += P^T dO, then (the dQ variants) the first share of dQ; the
 // second: dP^T = V dO^T, dS^T from the first's P^T, dK += dS^T Q, then the other share. Each
 // holds only its own accumulator of the block's 64 keys. Without dQ the two meet only at P^T,
-// so the first may compute the next step's S^T while the second finishes dK.
+// so the first may compute the next step's S^T while the second finishes dK. Past what one
+// consumer holds, the dK/dV-only kernel splits the columns over CTAs (kb.split): S^T and dP^T
+// over the whole head dims, dV's and dK's products over the split's slices of dO and Q.
 template <class Cfg, DqAdds kDq, bool kFirst>
 __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const BwdParams& p,
                                                const KeyBlock<Cfg>& kb) {
@@ -22,6 +24,13 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
   constexpr int kTiles = kFirst ? L::kDvTiles : L::kDkTiles;
   constexpr int c = kFirst ? 0 : 1;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, thread = threadIdx.x % 128;
+  // This consumer's slice: its first column and how many of its columns exist. None (<= 0)
+  // in the last split of a head that rounds up to one slice (64/512): its product runs on the
+  // zeros TMA filled in and nothing is stored (a branch around it made ptxas fence the
+  // wgmmas, C7519).
+  const int col0 = kb.split * (kFirst ? Cfg::kDvSlice : Cfg::kDkSlice);
+  const int cols = (kFirst ? Cfg::kHeadDimV : Cfg::kHeadDimQk) - col0;
+  const u32 slice_panel = col0 / 64 * L::kQPanelBytes;  // of dO's tile, or of Q's
 
   float acc[kTiles][4];
   zero_tiles(acc);
@@ -62,7 +71,8 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
       mbar_arrive(sm.pt_full());
       pack_k16_steps<Element>(x, s);
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc, x, sm.d_o(slot), L::kQPanelBytes);
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc, x, sm.d_o(slot) + slice_panel,
+                                                 L::kQPanelBytes);
     } else {
       // dS^T = P^T (dP^T - D), P^T as the first consumer's thread of the same index holds it.
       mbar_wait(sm.pt_full(), j & 1);
@@ -92,7 +102,8 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
     }
     if constexpr (!kFirst) {
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(acc, x, sm.q(slot), L::kQPanelBytes);
+      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(acc, x, sm.q(slot) + slice_panel,
+                                                 L::kQPanelBytes);
     }
     if constexpr (kDq == DqAdds::kNone) {
       wgmma_commit();
@@ -118,9 +129,10 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
   const long long row0 = Cfg::kVarlen ? seq.k_start * seq_stride
                                       : kb.batch * (kFirst ? p.dv_batch_stride : p.dk_batch_stride);
   Storage* rows = static_cast<Storage*>(kFirst ? p.d_v : p.d_k) + row0 +
-                  kb.kv_head * (kFirst ? p.dv_head_stride : p.dk_head_stride) + key * seq_stride;
+                  kb.kv_head * (kFirst ? p.dv_head_stride : p.dk_head_stride) + key * seq_stride +
+                  col0;
   store_scaled_rows<Cfg>(acc, kFirst ? 1.f : p.softmax_scale, rows, seq_stride, key, seq.seqlen_k,
-                         kFirst ? Cfg::kHeadDimV : Cfg::kHeadDimQk, lane);
+                         cols, lane);
 }
 
 }  // namespace sm90_bwd

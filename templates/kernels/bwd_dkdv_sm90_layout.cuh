@@ -96,9 +96,9 @@ struct Sm90BwdDkDvLayoutOf {
                                                                 Cfg::kBlockM)) <=
                     budget::kBwdDkDvSm90MaxAccumulatorRegisters,
                 "a consumer's accumulators within its register budget");
-  static_assert(!kPaired ||
-                    (Cfg::kDvSplits == 1 && (!kAccumulateDq || Cfg::kBlockM == kDqTileRows)),
-                "paired consumers hold whole columns, and accumulate dQ at 64 query rows a step");
+  static_assert(!kPaired || !kAccumulateDq ||
+                    (Cfg::kDvSplits == 1 && Cfg::kBlockM == kDqTileRows),
+                "paired consumers accumulating dQ hold whole columns, at 64 query rows a step");
 
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;

@@ -89,8 +89,10 @@ TEST_CASE("registry: the first path that serves a call is chosen, in the order o
   CHECK(choose_path(Step::BwdDkDv, s, "sm_80").id == KernelPath::BwdDkDvSm80);
   CHECK(choose_path(Step::BwdDkDv, spec_of(320, 320), "sm_90a").id ==
         KernelPath::BwdDkDvPairedSm90);
-  CHECK(choose_path(Step::BwdDkDv, spec_of(128, 512), "sm_90a").id == KernelPath::BwdDkDvSm90);
-  CHECK(choose_path(Step::BwdDkDv, spec_of(512, 512), "sm_90a").id == KernelPath::BwdDkDvSm80);
+  CHECK(choose_path(Step::BwdDkDv, spec_of(128, 512), "sm_90a").id ==
+        KernelPath::BwdDkDvPairedSm90);
+  CHECK(choose_path(Step::BwdDkDv, spec_of(512, 512), "sm_90a").id ==
+        KernelPath::BwdDkDvPairedSm90);
   CHECK(choose_path(Step::BwdDq, s, "sm_86").id == KernelPath::BwdDqSm80);
   CHECK(choose_path(Step::BwdDq, s, "sm_90a").id == KernelPath::BwdDqConvert);
   CHECK(choose_path(Step::BwdDq, s, "sm_90a", {.tma_loadable = false}).id ==

@@ -223,28 +223,33 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK(d192.dk_slice == 192);
   CHECK(d192.tiles == Tiles{96, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
 
-  // 128/512: K and V of 128 keys fit (160 KB) beside one ring slot of 32 rows. d320 pairs the
-  // consumers on 64 keys (each holds dK or dV whole, 320 columns in two wgmma products), 48 rows
-  // a step in two slots; its dQ takes the sm90 kernel too. At d512 neither holds: sm80. So do
-  // block masks, calls TMA cannot load and warp_specialization: false.
-  const rt::OperationPlan wide_v = rt::plan_backward(spec_of(128, 512), "sm_90a", {});
-  CHECK(wide_v.launches[1].path->id == KernelPath::BwdDkDvSm90);
-  CHECK(wide_v.launches[1].tiles.stages == 1);
+  // d320 pairs the consumers on 64 keys (each holds dK or dV whole, 320 columns in two wgmma
+  // products), 48 rows a step in two slots; its dQ takes the sm90 kernel too. Past d368 a
+  // consumer's whole columns would not fit beside 32 query rows: two CTAs a key block, each a
+  // half of dK's and dV's columns (d384 at 32 rows; d448 and d512, whose Q and dO of 512
+  // columns leave room for 16 rows in two slots). Pairs split alike, the last split of the
+  // narrower head holding no columns where its half rounds up to its whole (64/512).
   const rt::OperationPlan d320 = rt::plan_backward(spec_of(320, 320), "sm_90a", {});
   CHECK(d320.launches[1].path->id == KernelPath::BwdDkDvPairedSm90);
   CHECK(d320.launches[1].tiles == Tiles{48, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
-  CHECK(rt::plan_backward(spec_of(320, 320), "sm_90a", {}).launches[2].path->id ==
-        KernelPath::BwdDqSm90);
-  CHECK(rt::plan_backward(spec_of(512, 512), "sm_90a", {}).launches[1].path->id ==
-        KernelPath::BwdDkDvSm80);
-  // Twelve panels (d384, 256/512) fit with 16 query rows a step; fourteen (d448) do not.
-  for (const Spec& s : {spec_of(384, 384), spec_of(256, 512)}) {
-    const Plan dkdv = rt::plan_backward(s, "sm_90a", {}).launches[1];
-    CHECK(dkdv.path->id == KernelPath::BwdDkDvSm90);
-    CHECK(dkdv.tiles.block_m == 16);
+  CHECK(d320.launches[1].dv_splits == 1);
+  CHECK(d320.launches[2].path->id == KernelPath::BwdDqSm90);
+  CHECK(rt::plan_backward(spec_of(368, 368), "sm_90a", {}).launches[1].dv_splits == 1);
+  struct Wide {
+    int qk, v, block_m, dk_slice, dv_slice;
+  };
+  for (const Wide& w : {Wide{384, 384, 32, 192, 192}, Wide{448, 448, 16, 256, 256},
+                        Wide{512, 512, 16, 256, 256}, Wide{256, 512, 32, 128, 256},
+                        Wide{128, 512, 48, 64, 256}, Wide{64, 512, 48, 64, 256}}) {
+    CAPTURE(w.qk);
+    CAPTURE(w.v);
+    const Plan dkdv = rt::plan_backward(spec_of(w.qk, w.v), "sm_90a", {}).launches[1];
+    CHECK(dkdv.path->id == KernelPath::BwdDkDvPairedSm90);
+    CHECK(dkdv.tiles == Tiles{w.block_m, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
+    CHECK(dkdv.dv_splits == 2);
+    CHECK(dkdv.dk_slice == w.dk_slice);
+    CHECK(dkdv.dv_slice == w.dv_slice);
   }
-  CHECK(rt::plan_backward(spec_of(448, 448), "sm_90a", {}).launches[1].path->id ==
-        KernelPath::BwdDkDvSm80);
   Spec block_sparse = spec_of(128, 128);
   block_sparse.mask = MaskKind::BlockSparse;
   block_sparse.block_q = block_sparse.block_k = 128;

@@ -13,13 +13,16 @@ using verify::Layout;
 using verify::Shape;
 
 // (head_dim_qk, head_dim_v): the odd and usual single dims, then the qk != v pairs (128/256:
-// a pair whose backward pairs the dK/dV/dQ kernel's consumers, as d192's does).
+// a pair whose backward pairs the dK/dV/dQ kernel's consumers, as d192's does; d384 and
+// 64/512: the paired dK/dV kernel's columns split in two, 64/512's second split without dK
+// columns).
 const std::vector<std::pair<int, int>>& head_dims() {
   static const std::vector<std::pair<int, int>> dims = [] {
     std::vector<std::pair<int, int>> out;
-    for (int d : {1, 8, 40, 64, 72, 80, 96, 100, 112, 128, 136, 160, 192, 200, 256, 320, 512})
+    for (int d : {1, 8, 40, 64, 72, 80, 96, 100, 112, 128, 136, 160, 192, 200, 256, 320, 384,
+                  512})
       out.emplace_back(d, d);
-    out.insert(out.end(), {{192, 128}, {128, 64}, {64, 256}, {128, 256}});
+    out.insert(out.end(), {{192, 128}, {128, 64}, {64, 256}, {128, 256}, {64, 512}});
     return out;
   }();
   return dims;
