@@ -20,11 +20,6 @@ constexpr Tiles kPreferred[] = {
     {kBwdDqSm90BlockM, 64, kBwdSm90Warps, 1},  {kBwdDqSm90BlockM, 32, kBwdSm90Warps, 1},
 };
 
-int shared_bytes(const PaddedDims& dims, const Tiles& t) {
-  return fj::budget::bwd_dq_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
-                                              t.block_m, t.block_n, t.stages);
-}
-
 // The dK/dV path's calls: the backward's two sm90 kernels serve the same calls, and a spec
 // takes both or neither.
 bool serves(const Spec& spec, const std::string& target, const CallTraits& call) {
@@ -40,8 +35,6 @@ std::vector<Tiles> tuning_grid(const Spec&) {
   return {std::begin(kPreferred), std::end(kPreferred)};
 }
 
-std::string ws_tiles_label(const Tiles& t) { return fmt::format("ws_n{}s{}", t.block_n, t.stages); }
-
 std::string extra_source(const Plan& plan) {
   return bwd_sm90_wgmma_source(plan, {plan.tiles.block_n, plan.dk_slice});
 }
@@ -50,22 +43,36 @@ std::string entry(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dq_sm
 
 }  // namespace
 
+int bwd_dq_sm90_shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  return fj::budget::bwd_dq_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
+                                              t.block_m, t.block_n, t.stages);
+}
+
+std::string bwd_dq_sm90_tiles_label(const Tiles& t) {
+  return fmt::format("ws_n{}s{}", t.block_n, t.stages);
+}
+
+std::string bwd_dq_sm90_key_tiles_problem(const Tiles& t) {
+  if (t.block_n < 16 || t.block_n > 256 || t.block_n % 16 != 0)
+    return fmt::format("block_n {} must be a multiple of 16 from 16 to 256 (the wgmma N of S)",
+                       t.block_n);
+  if (t.stages < 1 || t.stages > 2)
+    return fmt::format("stages {}: the dQ kernel's ring has one or two slots", t.stages);
+  return "";
+}
+
 std::string bwd_dq_sm90_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                       const std::string& target) {
   if (t.block_m != kBwdDqSm90BlockM || t.warps != kBwdSm90Warps)
     return fmt::format("the warp-specialised dQ kernel runs block_m {} with {} warps (a "
                        "producer and two consumer warp groups), not block_m {} with {}",
                        kBwdDqSm90BlockM, kBwdSm90Warps, t.block_m, t.warps);
-  if (t.block_n < 16 || t.block_n > 256 || t.block_n % 16 != 0)
-    return fmt::format("block_n {} must be a multiple of 16 from 16 to 256 (the wgmma N of S)",
-                       t.block_n);
-  if (t.stages < 1 || t.stages > 2)
-    return fmt::format("stages {}: the dQ kernel's ring has one or two slots", t.stages);
+  if (std::string problem = bwd_dq_sm90_key_tiles_problem(t); !problem.empty()) return problem;
   const int registers = fj::budget::bwd_dq_sm90_consumer_registers(dims.d_qk_pad, t.block_n);
   if (registers > fj::budget::kBwdDqSm90MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a consumer thread (more than {} spills)",
                        registers, fj::budget::kBwdDqSm90MaxAccumulatorRegisters);
-  return shared_memory_problem(shared_bytes(dims, t), target);
+  return shared_memory_problem(bwd_dq_sm90_shared_bytes(dims, t), target);
 }
 
 const KernelPathInfo kBwdDqSm90Path = {
@@ -84,10 +91,10 @@ const KernelPathInfo kBwdDqSm90Path = {
     .tiles_problem = bwd_dq_sm90_tiles_problem,
     .tiles_in_mask_blocks = false,
     .column_split = whole_columns,
-    .shared_bytes = shared_bytes,
+    .shared_bytes = bwd_dq_sm90_shared_bytes,
     .tuning_grid = tuning_grid,
     .tuning_problem = no_tuning_problem,
-    .tiles_label = ws_tiles_label,
+    .tiles_label = bwd_dq_sm90_tiles_label,
     .extra_source = extra_source,
     .entry = entry,
 };

@@ -19,7 +19,7 @@ struct Plan;
 // The registry's paths. The order of kernel_paths() is the order of preference.
 enum class KernelPath {
   FwdSm90, FwdSm80, BwdPre, BwdDkDvDqSm90, BwdDkDvDqOrderedSm90, BwdDkDvPairedSm90, BwdDkDvSm90,
-  BwdDkDvSm80, BwdDqConvert, BwdDqSm90, BwdDqSm80, DecSm80, DecCombine, Merge
+  BwdDkDvSm80, BwdDqConvert, BwdDqSm90, BwdDqPairedSm90, BwdDqSm80, DecSm80, DecCombine, Merge
 };
 
 // What the runtime runs for a public call; each is a list of launches of paths.

@@ -23,7 +23,8 @@ constexpr const KernelPathInfo* kPaths[] = {
     &kFwdSm90Path,       &kFwdSm80Path,
     &kBwdPrePath,        &kBwdDkDvDqSm90Path, &kBwdDkDvDqOrderedSm90Path, &kBwdDkDvPairedSm90Path,
     &kBwdDkDvSm90Path,   &kBwdDkDvSm80Path,   &kBwdDqConvertPath,         &kBwdDqSm90Path,
-    &kBwdDqSm80Path,     &kDecSm80Path,       &kDecCombinePath,           &kMergePath};
+    &kBwdDqPairedSm90Path, &kBwdDqSm80Path,   &kDecSm80Path,              &kDecCombinePath,
+    &kMergePath};
 
 }  // namespace
 

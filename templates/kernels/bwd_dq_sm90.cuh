@@ -14,91 +14,22 @@
 // The whole of dQ stays in registers (up to d320, whose product runs as 256 + 64 columns),
 // scaled once at the end.
 //
+// Past that (a consumer's dQ beside S and dP, or Q and dO of 128 rows beside a key tile), a
+// CTA is 64 query rows and the consumers pair on them (consume_paired): the first computes S
+// and P, the second dP and dS, and each its share of dQ's columns, as the dK/dV kernel's
+// paired consumers do. S and dP are computed once; at d512 a CTA holds Q and dO of 64 rows
+// (128 KB) beside its key tiles.
+//
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice (= kDqkPad: dQ's columns),
-// kBlockM (128), kBlockN (keys a tile), kStages, kVarlen and the causal and window constants.
+// kBlockM (128, or 64 paired), kBlockN (keys a tile), kStages, kVarlen and the causal and
+// window constants.
 #pragma once
 
-#include "../arch/sm90.cuh"
-#include "../attn/epilogue.cuh"
-#include "../attn/mask.cuh"
-#include "../attn/sequence.cuh"
-#include "../tile/budgets.cuh"
-#include "../tile/element.cuh"
-#include "../tile/wgmma_tiles.cuh"
-#include "bwd_params.cuh"
+#include "bwd_dq_paired_sm90.cuh"
+#include "bwd_dq_sm90_layout.cuh"
 
 namespace fj {
-
-template <class Cfg>
-struct Sm90BwdDqLayout {
-  using Element = typename Cfg::Element;
-  static constexpr int kThreads = 384;      // producer + two consumer warp groups
-  static constexpr int kConsumerRows = 64;  // wgmma M: query rows per consumer
-  static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes);
-  static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes);
-  static constexpr int kRow = budget::kPanelRowBytes;
-  static constexpr int kQPanelBytes = Cfg::kBlockM * kRow;  // a 64-column panel of Q or dO
-  static constexpr int kKPanelBytes = Cfg::kBlockN * kRow;  // of a K or V tile
-  static constexpr int kKBytes = kQkPanels * kKPanelBytes;  // one ring slot's K
-  static constexpr int kVBytes = kVPanels * kKPanelBytes;
-  static constexpr int kQOffset = 0;
-  static constexpr int kDoOffset = kQOffset + kQkPanels * kQPanelBytes;
-  static constexpr int kKOffset = kDoOffset + kVPanels * kQPanelBytes;
-  static constexpr int kVOffset = kKOffset + Cfg::kStages * kKBytes;
-  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kVBytes;
-  static constexpr int kSharedBytes = budget::bwd_dq_sm90_shared_bytes(
-      Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages);
-  static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages) + 1024,
-                "the budget holds Q, dO, the K/V ring, the barriers and the alignment slack");
-  static_assert(budget::bwd_dq_sm90_consumer_registers(Cfg::kDkSlice, Cfg::kBlockN) <=
-                    budget::kBwdDqSm90MaxAccumulatorRegisters,
-                "S, dP, dS and dQ within a consumer's register budget");
-
-  static constexpr int kSTiles = Cfg::kBlockN / 8;  // n8 tiles of S (key columns)
-  static constexpr int kDqTiles = Cfg::kDkSlice / 8;
-
-  static_assert(Cfg::kBlockM == 2 * kConsumerRows, "two consumer warp groups of 64 rows");
-  static_assert(Cfg::kBlockN % 16 == 0 && Cfg::kBlockN <= 256, "wgmma N of S, k16 steps of dS");
-  static_assert(Cfg::kDvSplits == 1 && Cfg::kDkSlice == Cfg::kDqkPad, "dQ whole");
-  static_assert(Cfg::kStages >= 1, "a ring slot");
-  static_assert(Element::kBytes == 2 && Element::kMmaK == 16, "k16 steps of 16-bit elements");
-};
-
 namespace sm90_bwd_dq {
-
-template <class Cfg>
-struct Smem {
-  using L = Sm90BwdDqLayout<Cfg>;
-  u32 base;
-  __device__ u32 q() const { return base + L::kQOffset; }
-  __device__ u32 d_o() const { return base + L::kDoOffset; }
-  __device__ u32 k(int slot) const { return base + L::kKOffset + slot * L::kKBytes; }
-  __device__ u32 v(int slot) const { return base + L::kVOffset + slot * L::kVBytes; }
-  __device__ u32 q_full() const { return base + L::kBarOffset; }
-  __device__ u32 full(int slot) const { return base + L::kBarOffset + 8 * (1 + slot); }
-  __device__ u32 empty(int slot) const {
-    return base + L::kBarOffset + 8 * (1 + Cfg::kStages + slot);
-  }
-};
-
-// The CTA's query rows and the key tiles they see (causal and window bands).
-template <class Cfg>
-struct RowBlock {
-  int m0, head, kv_head, batch;
-  Sequence seq;
-  int tile0, tiles;
-
-  __device__ RowBlock(const BwdParams& p)
-      : m0(blockIdx.x * Cfg::kBlockM),
-        head(blockIdx.y),
-        kv_head(head / p.heads_per_kv),
-        batch(blockIdx.z),
-        seq(sequence_of<Cfg::kVarlen>(p, batch)) {
-    const KeyRange keys = visible_keys<Cfg>(m0, Cfg::kBlockM, seq.seqlen_k, seq.diag);
-    tile0 = keys.begin / Cfg::kBlockN;
-    tiles = keys.end > keys.begin ? (keys.end + Cfg::kBlockN - 1) / Cfg::kBlockN - tile0 : 0;
-  }
-};
 
 template <class Cfg>
 __device__ __forceinline__ void produce(const Smem<Cfg>& sm, const RowBlock<Cfg>& rb,
@@ -140,7 +71,6 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
                                         const RowBlock<Cfg>& rb, int c) {
   using L = Sm90BwdDqLayout<Cfg>;
   using Element = typename Cfg::Element;
-  using Storage = typename Element::Storage;
   constexpr int kST = L::kSTiles, kBN = Cfg::kBlockN;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int rows0 = rb.m0 + c * L::kConsumerRows;  // this warp group's first row
@@ -196,24 +126,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
     wgmma_fence();
     wgmma_rs_mn_major<Cfg::kDkSlice, kBN / 16>(acc_dq, x, sm.k(slot), L::kKPanelBytes);
     wgmma_commit();
-    if constexpr (Cfg::kStages == 1) {
-      // The next tile's copy waits for the only slot, and the next step waits for that copy,
-      // so the slot is freed here, once dQ's product has read K.
-      wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(sm.empty(slot));
-    }
+    end_tile(sm, slot, lane);
   }
-  wgmma_wait<0>();
-  if (Cfg::kStages > 1 && rb.tiles > 0 && lane == 0)
-    mbar_arrive(sm.empty((rb.tiles - 1) % Cfg::kStages));
-
-  // ---- epilogue: every row of the block is written, zeros for rows that see no key.
-  const long long dq_row0 = Cfg::kVarlen ? seq.q_start * p.dq_seq_stride : rb.batch * p.dq_batch_stride;
-  const int tile_row = rows0 + warp * 16;
-  Storage* dq = static_cast<Storage*>(p.d_q) + dq_row0 + rb.head * p.dq_head_stride +
-                tile_row * p.dq_seq_stride;
-  store_scaled_rows<Cfg>(acc_dq, p.softmax_scale, dq, p.dq_seq_stride, tile_row, seq.seqlen_q,
-                         Cfg::kHeadDimQk, lane);
+  finish_dq(sm, p, rb, acc_dq, rows0, 0, warp, lane);
 }
 
 }  // namespace sm90_bwd_dq
@@ -222,9 +137,11 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_dq_sm90(const BwdParams& p, const TmaDesc* tm_q,
                                             const TmaDesc* tm_k, const TmaDesc* tm_v,
                                             const TmaDesc* tm_do) {
+  using L = Sm90BwdDqLayout<Cfg>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
-  const sm90_bwd_dq::Smem<Cfg> sm{(raw + 1023u) & ~1023u};
+  const u32 base = (raw + 1023u) & ~1023u;
+  const sm90_bwd_dq::Smem<Cfg> sm{base, smem_raw + (base - raw)};
   const sm90_bwd_dq::RowBlock<Cfg> rb(p);
   if (rb.m0 >= rb.seq.seqlen_q) return;  // the whole CTA: these rows do not exist
 
@@ -240,6 +157,12 @@ __device__ __forceinline__ void bwd_dq_sm90(const BwdParams& p, const TmaDesc* t
       mbar_init(sm.full(slot), 1);
       mbar_init(sm.empty(slot), 8);  // one arrival per consumer warp
     }
+    if constexpr (L::kPaired) {
+      mbar_init(sm.p_full(), 128);  // the first consumer's threads
+      mbar_init(sm.p_empty(), 128);  // the second's
+      mbar_init(sm.ds_full(), 128);  // the second's
+      mbar_init(sm.ds_empty(), 128);  // the first's
+    }
     mbar_fence_init();
   }
   __syncthreads();
@@ -249,7 +172,12 @@ __device__ __forceinline__ void bwd_dq_sm90(const BwdParams& p, const TmaDesc* t
     if (threadIdx.x == 0) sm90_bwd_dq::produce<Cfg>(sm, rb, tm_q, tm_k, tm_v, tm_do);
   } else {
     regs_claim<ws_regs::kConsumer>();
-    sm90_bwd_dq::consume<Cfg>(sm, p, rb, warp_group - 1);
+    if constexpr (L::kPaired) {
+      if (warp_group == 1) sm90_bwd_dq::consume_paired<Cfg, true>(sm, p, rb);
+      else sm90_bwd_dq::consume_paired<Cfg, false>(sm, p, rb);
+    } else {
+      sm90_bwd_dq::consume<Cfg>(sm, p, rb, warp_group - 1);
+    }
   }
 }
 

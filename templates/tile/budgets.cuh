@@ -179,18 +179,30 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_step_registers(int dk_slice, int dv_sli
   return (dk_slice + dv_slice) / 2 + (block_m > after ? block_m : after);
 }
 
-// ---- bwd_dq_sm90: Q and dO of the CTA's 128 rows, then a kStages ring of K and V tiles, in
-// 128-byte panels, the mbarriers (q_full, then full and empty a slot) and the alignment slack.
-// A consumer thread holds half of dQ's columns, block_n / 2 floats each of S and dP and
-// block_n / 4 registers of dS packed to 16 bits.
+// ---- bwd_dq_sm90: Q and dO of the CTA's block_m rows, then a kStages ring of K and V tiles,
+// in 128-byte panels, at 64 rows the paired consumers' exchange (P in fp32 and dS packed, a
+// 64 x block_n tile each, and their four mbarriers), the mbarriers (q_full, then full and
+// empty a slot) and the alignment slack. A consumer thread holds half of dQ's columns,
+// block_n / 2 floats each of S and dP and block_n / 4 registers of dS packed to 16 bits.
+enum : int { kBwdDqSm90PairedRows = 64 };
+FJ_BUDGET constexpr int bwd_dq_sm90_exchange_bytes(int block_m, int block_n) {
+  return block_m == kBwdDqSm90PairedRows ? block_m * block_n * (4 + 2) + 32 : 0;
+}
 FJ_BUDGET constexpr int bwd_dq_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
                                                  int block_m, int block_n, int stages) {
   return (panels(dqk_pad, element_bytes) + panels(dv_pad, element_bytes)) * kPanelRowBytes *
              (block_m + stages * block_n) +
-         bwd_sm90_barrier_bytes(stages) + 1024;
+         bwd_dq_sm90_exchange_bytes(block_m, block_n) + bwd_sm90_barrier_bytes(stages) + 1024;
 }
 FJ_BUDGET constexpr int bwd_dq_sm90_consumer_registers(int dq_slice, int block_n) {
   return dq_slice / 2 + block_n + block_n / 4;
+}
+// Paired consumers (64 rows a CTA, both on them): the first holds S, then dS packed, and its
+// share of dQ's columns (bwd_dkdv_sm90_dq_cols0, as the dK/dV kernel's paired shares); the
+// second dP (dS in its place) and the packed dS, and the other share.
+FJ_BUDGET constexpr int bwd_dq_sm90_paired_registers(int dq_slice, int block_n) {
+  const int cols0 = bwd_dkdv_sm90_dq_cols0(dq_slice), cols1 = dq_slice - cols0;
+  return (cols0 > cols1 ? cols0 : cols1) / 2 + block_n / 2 + block_n / 4;
 }
 enum : int { kBwdDqSm90MaxAccumulatorRegisters = 208 };
 

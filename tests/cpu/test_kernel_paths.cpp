@@ -58,7 +58,8 @@ TEST_CASE("registry: every path is complete, named once and found by its id") {
   CHECK(names == std::set<std::string>{"fwd_sm80", "fwd_sm90", "bwd_pre", "bwd_dkdv_dq_sm90",
                                        "bwd_dkdv_dq_ordered_sm90", "bwd_dkdv_paired_sm90",
                                        "bwd_dkdv_sm90", "bwd_dkdv_sm80", "bwd_dq_convert", "bwd_dq_sm90",
-                                       "bwd_dq_sm80", "dec_sm80", "dec_combine", "merge"});
+                                       "bwd_dq_paired_sm90", "bwd_dq_sm80", "dec_sm80",
+                                       "dec_combine", "merge"});
 }
 
 TEST_CASE("registry: the first path that serves a call is chosen, in the order of preference") {
@@ -93,6 +94,11 @@ TEST_CASE("registry: the first path that serves a call is chosen, in the order o
         KernelPath::BwdDkDvPairedSm90);
   CHECK(choose_path(Step::BwdDkDv, spec_of(512, 512), "sm_90a").id ==
         KernelPath::BwdDkDvPairedSm90);
+  // dQ: 128 rows a CTA up to d320, past it 64 with the consumers paired.
+  CHECK(choose_path(Step::BwdDq, spec_of(320, 320), "sm_90a").id == KernelPath::BwdDqSm90);
+  CHECK(choose_path(Step::BwdDq, spec_of(512, 512), "sm_90a").id == KernelPath::BwdDqPairedSm90);
+  CHECK(choose_path(Step::BwdDq, spec_of(512, 512), "sm_90a", {.tma_loadable = false}).id ==
+        KernelPath::BwdDqSm80);
   CHECK(choose_path(Step::BwdDq, s, "sm_86").id == KernelPath::BwdDqSm80);
   CHECK(choose_path(Step::BwdDq, s, "sm_90a").id == KernelPath::BwdDqConvert);
   CHECK(choose_path(Step::BwdDq, s, "sm_90a", {.tma_loadable = false}).id ==

@@ -235,21 +235,35 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK(d320.launches[1].dv_splits == 1);
   CHECK(d320.launches[2].path->id == KernelPath::BwdDqSm90);
   CHECK(rt::plan_backward(spec_of(368, 368), "sm_90a", {}).launches[1].dv_splits == 1);
+  // Their dQ: 64 query rows a CTA with the consumers paired on them where Q and dO of 128 rows
+  // leave no room for a key tile (32 keys a step at d384 and 256/512, 16 at d448 and d512,
+  // whose Q and dO of 64 rows take 112-128 KB); 128 rows where they fit (128/512, 64/512).
   struct Wide {
     int qk, v, block_m, dk_slice, dv_slice;
+    KernelPath dq;
+    int dq_keys;
   };
-  for (const Wide& w : {Wide{384, 384, 32, 192, 192}, Wide{448, 448, 16, 256, 256},
-                        Wide{512, 512, 16, 256, 256}, Wide{256, 512, 32, 128, 256},
-                        Wide{128, 512, 48, 64, 256}, Wide{64, 512, 48, 64, 256}}) {
+  for (const Wide& w : {Wide{384, 384, 32, 192, 192, KernelPath::BwdDqPairedSm90, 32},
+                        Wide{448, 448, 16, 256, 256, KernelPath::BwdDqPairedSm90, 16},
+                        Wide{512, 512, 16, 256, 256, KernelPath::BwdDqPairedSm90, 16},
+                        Wide{256, 512, 32, 128, 256, KernelPath::BwdDqPairedSm90, 32},
+                        Wide{128, 512, 48, 64, 256, KernelPath::BwdDqSm90, 32},
+                        Wide{64, 512, 48, 64, 256, KernelPath::BwdDqSm90, 32}}) {
     CAPTURE(w.qk);
     CAPTURE(w.v);
-    const Plan dkdv = rt::plan_backward(spec_of(w.qk, w.v), "sm_90a", {}).launches[1];
+    const rt::OperationPlan op = rt::plan_backward(spec_of(w.qk, w.v), "sm_90a", {});
+    const Plan& dkdv = op.launches[1];
     CHECK(dkdv.path->id == KernelPath::BwdDkDvPairedSm90);
     CHECK(dkdv.tiles == Tiles{w.block_m, fj::budget::kBwdDkDvSm90PairedKeys, 12, 2});
     CHECK(dkdv.dv_splits == 2);
     CHECK(dkdv.dk_slice == w.dk_slice);
     CHECK(dkdv.dv_slice == w.dv_slice);
+    CHECK(op.launches[2].path->id == w.dq);
+    CHECK(op.launches[2].tiles.block_n == w.dq_keys);
   }
+  const Plan d512_dq = rt::plan_backward(spec_of(512, 512), "sm_90a", {}).launches[2];
+  CHECK(d512_dq.tiles == Tiles{fj::budget::kBwdDqSm90PairedRows, 16, 12, 2});
+  CHECK(d512_dq.kernel_name == "fa_bwd_dq_paired_qk512_v512_bf16_full_ws_n16s2_a16_sm90a");
   Spec block_sparse = spec_of(128, 128);
   block_sparse.mask = MaskKind::BlockSparse;
   block_sparse.block_q = block_sparse.block_k = 128;
