@@ -17,12 +17,15 @@ namespace {
 
 constexpr int kRows = fj::budget::kBwdDqSm90PairedRows;
 
-// Preferred first: the widest key tile in two ring slots (the next tile's copy runs under this
-// one's products), then one slot; d384 and d336 take 32 keys, d512 16 (Q and dO of 64 rows
-// take 128 KB there).
+// Preferred first: the widest key tile, in two ring slots where they fit, else one. S's and
+// dP's products read Q and dO whole for every key tile, so a wider tile reads them less often,
+// and that paid more than having the next tile's copy run under this one's products: the tuner
+// on the H200 at 16k tokens (bench/NOTES.md entry 37), d384 64 keys in one slot 22.7 ms, 32 in
+// two 24.0; d512 32 keys in one slot 35.8 ms, 16 in two 41.2.
 constexpr Tiles kPreferred[] = {
-    {kRows, 64, kBwdSm90Warps, 2}, {kRows, 48, kBwdSm90Warps, 2}, {kRows, 32, kBwdSm90Warps, 2},
-    {kRows, 16, kBwdSm90Warps, 2}, {kRows, 64, kBwdSm90Warps, 1}, {kRows, 32, kBwdSm90Warps, 1},
+    {kRows, 64, kBwdSm90Warps, 2}, {kRows, 64, kBwdSm90Warps, 1}, {kRows, 48, kBwdSm90Warps, 2},
+    {kRows, 48, kBwdSm90Warps, 1}, {kRows, 32, kBwdSm90Warps, 2}, {kRows, 32, kBwdSm90Warps, 1},
+    {kRows, 16, kBwdSm90Warps, 2},
 };
 
 std::string tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {

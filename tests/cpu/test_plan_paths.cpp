@@ -236,19 +236,22 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK(d320.launches[2].path->id == KernelPath::BwdDqSm90);
   CHECK(rt::plan_backward(spec_of(368, 368), "sm_90a", {}).launches[1].dv_splits == 1);
   // Their dQ: 64 query rows a CTA with the consumers paired on them where Q and dO of 128 rows
-  // leave no room for a key tile (32 keys a step at d384 and 256/512, 16 at d448 and d512,
-  // whose Q and dO of 64 rows take 112-128 KB); 128 rows where they fit (128/512, 64/512).
+  // leave no room for a key tile, the widest key tile first (64 keys in one slot at d384 and
+  // 256/512, 48 at d448, 32 at d512, whose Q and dO of 64 rows take 128 KB); 128 rows where
+  // they fit (128/512, 64/512).
+  constexpr int kPairedRows = fj::budget::kBwdDqSm90PairedRows;
   struct Wide {
     int qk, v, block_m, dk_slice, dv_slice;
     KernelPath dq;
-    int dq_keys;
+    Tiles dq_tiles;
   };
-  for (const Wide& w : {Wide{384, 384, 32, 192, 192, KernelPath::BwdDqPairedSm90, 32},
-                        Wide{448, 448, 16, 256, 256, KernelPath::BwdDqPairedSm90, 16},
-                        Wide{512, 512, 16, 256, 256, KernelPath::BwdDqPairedSm90, 16},
-                        Wide{256, 512, 32, 128, 256, KernelPath::BwdDqPairedSm90, 32},
-                        Wide{128, 512, 48, 64, 256, KernelPath::BwdDqSm90, 32},
-                        Wide{64, 512, 48, 64, 256, KernelPath::BwdDqSm90, 32}}) {
+  for (const Wide& w :
+       {Wide{384, 384, 32, 192, 192, KernelPath::BwdDqPairedSm90, {kPairedRows, 64, 12, 1}},
+        Wide{448, 448, 16, 256, 256, KernelPath::BwdDqPairedSm90, {kPairedRows, 48, 12, 1}},
+        Wide{512, 512, 16, 256, 256, KernelPath::BwdDqPairedSm90, {kPairedRows, 32, 12, 1}},
+        Wide{256, 512, 32, 128, 256, KernelPath::BwdDqPairedSm90, {kPairedRows, 64, 12, 1}},
+        Wide{128, 512, 48, 64, 256, KernelPath::BwdDqSm90, {128, 32, 12, 1}},
+        Wide{64, 512, 48, 64, 256, KernelPath::BwdDqSm90, {128, 32, 12, 2}}}) {
     CAPTURE(w.qk);
     CAPTURE(w.v);
     const rt::OperationPlan op = rt::plan_backward(spec_of(w.qk, w.v), "sm_90a", {});
@@ -259,11 +262,10 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
     CHECK(dkdv.dk_slice == w.dk_slice);
     CHECK(dkdv.dv_slice == w.dv_slice);
     CHECK(op.launches[2].path->id == w.dq);
-    CHECK(op.launches[2].tiles.block_n == w.dq_keys);
+    CHECK(op.launches[2].tiles == w.dq_tiles);
   }
   const Plan d512_dq = rt::plan_backward(spec_of(512, 512), "sm_90a", {}).launches[2];
-  CHECK(d512_dq.tiles == Tiles{fj::budget::kBwdDqSm90PairedRows, 16, 12, 2});
-  CHECK(d512_dq.kernel_name == "fa_bwd_dq_paired_qk512_v512_bf16_full_ws_n16s2_a16_sm90a");
+  CHECK(d512_dq.kernel_name == "fa_bwd_dq_paired_qk512_v512_bf16_full_ws_n32s1_a16_sm90a");
   Spec block_sparse = spec_of(128, 128);
   block_sparse.mask = MaskKind::BlockSparse;
   block_sparse.block_q = block_sparse.block_k = 128;
