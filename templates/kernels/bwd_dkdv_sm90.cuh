@@ -261,8 +261,6 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         for (int e = 0; e < 4; ++e) to_ds(t, e);
       wgmma_wait<0>();  // dV's product is done with x
       pack_k16_steps<Element>(x, dp);
-    }
-    if (dk_cols > 0) {
       wgmma_fence();
       wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
           acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
