@@ -1,18 +1,21 @@
 #include "runtime/backward_params.h"
 
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "generator/element_types.h"
+#include "runtime/arg_checks.h"
 #include "runtime/forward_params.h"
 #include "templates/tile/budgets.cuh"
 
 namespace flashjit::rt {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) throw Error(ErrorKind::Shape, "backward: " + message);
+template <class... Args>
+void require(bool ok, fmt::format_string<Args...> message, Args&&... args) {
+  require_arg(ok, "backward", message, std::forward<Args>(args)...);
 }
 
 }  // namespace
@@ -24,21 +27,20 @@ void check_backward_args(const Spec& spec, const BackwardArgs& args) {
     throw Error(ErrorKind::Usage, fmt::format("backward: kernel {}: a KV cache (cache_seqlens or "
                                               "block_table) has no backward pass",
                                               spec.name));
-  require(f.lse != nullptr, fmt::format("lse must be the forward's LSE, not null (kernel {})",
-                                        spec.name));
+  require(f.lse != nullptr, "lse must be the forward's LSE, not null (kernel {})", spec.name);
   require(args.d_o && args.d_q && args.d_k && args.d_v,
-          fmt::format("the d_o, d_q, d_k and d_v pointers must be non-null (d_o={}, d_q={}, "
-                      "d_k={}, d_v={}) for kernel {}",
-                      args.d_o, args.d_q, args.d_k, args.d_v, spec.name));
+          "the d_o, d_q, d_k and d_v pointers must be non-null (d_o={}, d_q={}, "
+          "d_k={}, d_v={}) for kernel {}",
+          args.d_o, args.d_q, args.d_k, args.d_v, spec.name);
   const uintptr_t e = gen::element_type(spec.dtype).bytes;
   const auto aligned = [](const void* p, uintptr_t bytes) {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;
   };
-  require(aligned(args.d_o, e) && aligned(args.d_q, e) && aligned(args.d_k, e) &&
-              aligned(args.d_v, e),
-          fmt::format("d_o, d_q, d_k and d_v must be {}-byte aligned (d_o={}, d_q={}, d_k={}, "
-                      "d_v={})",
-                      e, args.d_o, args.d_q, args.d_k, args.d_v));
+  require(
+      aligned(args.d_o, e) && aligned(args.d_q, e) && aligned(args.d_k, e) && aligned(args.d_v, e),
+      "d_o, d_q, d_k and d_v must be {}-byte aligned (d_o={}, d_q={}, d_k={}, "
+      "d_v={})",
+      e, args.d_o, args.d_q, args.d_k, args.d_v);
   const int strided_batch = f.cu_seqlens_q != nullptr ? 1 : f.batch;
   check_tensor_strides("backward", "d_o", args.d_o_stride, strided_batch, f.seqlen_q, f.heads_q);
   check_tensor_strides("backward", "d_q", args.d_q_stride, strided_batch, f.seqlen_q, f.heads_q);
@@ -74,11 +76,11 @@ void check_backward_workspace(const BackwardArgs& args, const std::vector<Scratc
   if (args.workspace == nullptr) return;
   const size_t need = workspace_bytes(scratch);
   require(args.workspace_bytes >= need,
-          fmt::format("workspace_bytes = {} is less than the {} bytes this call needs "
-                      "(Kernel::backward_workspace_bytes)",
-                      args.workspace_bytes, need));
+          "workspace_bytes = {} is less than the {} bytes this call needs "
+          "(Kernel::backward_workspace_bytes)",
+          args.workspace_bytes, need);
   require(reinterpret_cast<uintptr_t>(args.workspace) % 256 == 0,
-          fmt::format("workspace={} must be 256-byte aligned", args.workspace));
+          "workspace={} must be 256-byte aligned", args.workspace);
 }
 
 BwdParams make_bwd_params(const Spec& spec, const BackwardArgs& args,

@@ -2,18 +2,21 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "generator/dec_sm80_path.h"
 #include "generator/element_types.h"
+#include "runtime/arg_checks.h"
 #include "runtime/decode_params.h"
 
 namespace flashjit::rt {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) throw Error(ErrorKind::Shape, "forward: " + message);
+template <class... Args>
+void require(bool ok, fmt::format_string<Args...> message, Args&&... args) {
+  require_arg(ok, "forward", message, std::forward<Args>(args)...);
 }
 
 void check_strides(const char* tensor, const TensorStrides& stride, int batch, int seqlen,
@@ -25,40 +28,40 @@ void check_strides(const char* tensor, const TensorStrides& stride, int batch, i
 void check_mask_args(const Spec& spec, const ForwardArgs& a) {
   const bool has_layout = a.block_counts != nullptr || a.block_indices != nullptr;
   if (spec.mask != MaskKind::BlockSparse) {
-    require(!has_layout, fmt::format("block_counts/block_indices are given but kernel {} has "
-                                     "mask {}, not block_sparse", spec.name, to_string(spec.mask)));
+    require(!has_layout,
+            "block_counts/block_indices are given but kernel {} has "
+            "mask {}, not block_sparse",
+            spec.name, to_string(spec.mask));
   } else {
     require(a.block_counts != nullptr && a.block_indices != nullptr,
-            fmt::format("kernel {} has a block_sparse mask: block_counts and block_indices "
-                        "must be non-null", spec.name));
+            "kernel {} has a block_sparse mask: block_counts and block_indices "
+            "must be non-null",
+            spec.name);
     require(a.layout_batch == 1 || a.layout_batch == a.batch,
-            fmt::format("layout_batch = {} must be 1 or batch = {}", a.layout_batch, a.batch));
+            "layout_batch = {} must be 1 or batch = {}", a.layout_batch, a.batch);
     require(a.layout_heads == 1 || a.layout_heads == a.heads_q,
-            fmt::format("layout_heads = {} must be 1 or heads_q = {}", a.layout_heads, a.heads_q));
+            "layout_heads = {} must be 1 or heads_q = {}", a.layout_heads, a.heads_q);
     const int q_blocks = (a.seqlen_q + spec.block_q - 1) / spec.block_q;
     require(a.layout_q_blocks >= q_blocks,
-            fmt::format("layout_q_blocks = {} must be >= ceil(seqlen_q {} / block_q {}) = {}",
-                        a.layout_q_blocks, a.seqlen_q, spec.block_q, q_blocks));
-    require(a.layout_max_blocks >= 1,
-            fmt::format("layout_max_blocks = {} must be >= 1", a.layout_max_blocks));
+            "layout_q_blocks = {} must be >= ceil(seqlen_q {} / block_q {}) = {}",
+            a.layout_q_blocks, a.seqlen_q, spec.block_q, q_blocks);
+    require(a.layout_max_blocks >= 1, "layout_max_blocks = {} must be >= 1", a.layout_max_blocks);
     const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
     require(aligned4(a.block_counts) && aligned4(a.block_indices),
-            fmt::format("block_counts={} and block_indices={} must be 4-byte aligned (int32)",
-                        static_cast<const void*>(a.block_counts),
-                        static_cast<const void*>(a.block_indices)));
+            "block_counts={} and block_indices={} must be 4-byte aligned (int32)",
+            static_cast<const void*>(a.block_counts), static_cast<const void*>(a.block_indices));
   }
   require((a.cu_seqlens_q == nullptr) == (a.cu_seqlens_k == nullptr),
-          fmt::format("cu_seqlens_q={} and cu_seqlens_k={}: give both or neither",
-                      static_cast<const void*>(a.cu_seqlens_q),
-                      static_cast<const void*>(a.cu_seqlens_k)));
+          "cu_seqlens_q={} and cu_seqlens_k={}: give both or neither",
+          static_cast<const void*>(a.cu_seqlens_q), static_cast<const void*>(a.cu_seqlens_k));
   if (a.cu_seqlens_q == nullptr) {
     require(a.total_q == 0 && a.total_k == 0,
-            fmt::format("total_q = {} and total_k = {} are for varlen calls (cu_seqlens): "
-                        "leave them 0", a.total_q, a.total_k));
+            "total_q = {} and total_k = {} are for varlen calls (cu_seqlens): "
+            "leave them 0",
+            a.total_q, a.total_k);
   } else {
     require(a.total_q >= 0 && a.total_k >= 0,
-            fmt::format("total_q = {} and total_k = {} must be >= 0 (0: not known)", a.total_q,
-                        a.total_k));
+            "total_q = {} and total_k = {} must be >= 0 (0: not known)", a.total_q, a.total_k);
   }
 }
 
@@ -75,27 +78,25 @@ void check_cache_args(const Spec& spec, const ForwardArgs& a) {
     throw Error(ErrorKind::Usage,
                 fmt::format("forward: a KV cache (cache_seqlens or block_table) is not served "
                             "with {} yet (kernel {})",
-                            a.cu_seqlens_q != nullptr ? "cu_seqlens" : "a block mask",
-                            spec.name));
-  require(aligned4(a.cache_seqlens),
-          fmt::format("cache_seqlens={} must be 4-byte aligned (int32)",
-                      static_cast<const void*>(a.cache_seqlens)));
+                            a.cu_seqlens_q != nullptr ? "cu_seqlens" : "a block mask", spec.name));
+  require(aligned4(a.cache_seqlens), "cache_seqlens={} must be 4-byte aligned (int32)",
+          static_cast<const void*>(a.cache_seqlens));
   if (a.block_table == nullptr) {
     require(a.page_size == 0 && a.max_pages == 0 && a.num_pages == 0,
-            fmt::format("page_size = {}, max_pages = {} and num_pages = {} are for a paged "
-                        "cache (block_table): leave them 0",
-                        a.page_size, a.max_pages, a.num_pages));
+            "page_size = {}, max_pages = {} and num_pages = {} are for a paged "
+            "cache (block_table): leave them 0",
+            a.page_size, a.max_pages, a.num_pages);
     return;
   }
-  require(aligned4(a.block_table), fmt::format("block_table={} must be 4-byte aligned (int32)",
-                                               static_cast<const void*>(a.block_table)));
+  require(aligned4(a.block_table), "block_table={} must be 4-byte aligned (int32)",
+          static_cast<const void*>(a.block_table));
   require(a.page_size >= 1 && a.max_pages >= 1 && a.num_pages >= 1,
-          fmt::format("page_size = {}, max_pages = {} and num_pages = {} must be >= 1 with a "
-                      "block_table",
-                      a.page_size, a.max_pages, a.num_pages));
+          "page_size = {}, max_pages = {} and num_pages = {} must be >= 1 with a "
+          "block_table",
+          a.page_size, a.max_pages, a.num_pages);
   require(static_cast<int64_t>(a.max_pages) * a.page_size >= a.seqlen_k,
-          fmt::format("seqlen_k = {} must be at most max_pages * page_size = {} * {}",
-                      a.seqlen_k, a.max_pages, a.page_size));
+          "seqlen_k = {} must be at most max_pages * page_size = {} * {}", a.seqlen_k, a.max_pages,
+          a.page_size);
 }
 
 // kv_splits picks decode's split count; a call that runs the forward kernel splits no keys,
@@ -103,14 +104,13 @@ void check_cache_args(const Spec& spec, const ForwardArgs& a) {
 void check_kv_splits(const Spec& spec, const ForwardArgs& a) {
   if (a.kv_splits == 0) return;
   require(a.kv_splits >= 1 && a.kv_splits <= kMaxKvSplits,
-          fmt::format("kv_splits = {} must be 0 (the runtime's choice) or 1..{}", a.kv_splits,
-                      kMaxKvSplits));
+          "kv_splits = {} must be 0 (the runtime's choice) or 1..{}", a.kv_splits, kMaxKvSplits);
   require(takes_decode(spec, a),
-          fmt::format("kv_splits = {} is for calls that run the decode kernels, and this one "
-                      "runs the forward kernel (decode takes KV-cache calls, and others of at "
-                      "most {} packed query rows against at least {} keys unless the spec says "
-                      "decode: always or never); leave it 0",
-                      a.kv_splits, kDecodeMaxPackedRows, kDecodeMinKeys));
+          "kv_splits = {} is for calls that run the decode kernels, and this one "
+          "runs the forward kernel (decode takes KV-cache calls, and others of at "
+          "most {} packed query rows against at least {} keys unless the spec says "
+          "decode: always or never); leave it 0",
+          a.kv_splits, kDecodeMaxPackedRows, kDecodeMinKeys);
 }
 
 }  // namespace
@@ -130,9 +130,9 @@ void check_tensor_strides(const char* operation, const char* tensor, const Tenso
 
 void check_forward_args(const Spec& spec, const ForwardArgs& args) {
   require(args.q && args.k && args.v && args.o,
-          fmt::format("the q, k, v and o pointers must be non-null (q={}, k={}, v={}, o={}) for "
-                      "kernel {}",
-                      args.q, args.k, args.v, static_cast<const void*>(args.o), spec.name));
+          "the q, k, v and o pointers must be non-null (q={}, k={}, v={}, o={}) for "
+          "kernel {}",
+          args.q, args.k, args.v, static_cast<const void*>(args.o), spec.name);
   // The kernel reads whole elements and writes fp32 LSE: a pointer off that alignment is a
   // caller's mistake (an offset in bytes where elements were meant), not a slow path.
   const auto aligned = [](const void* p, uintptr_t bytes) {
@@ -140,21 +140,20 @@ void check_forward_args(const Spec& spec, const ForwardArgs& args) {
   };
   const uintptr_t e = gen::element_type(spec.dtype).bytes;
   require(aligned(args.q, e) && aligned(args.k, e) && aligned(args.v, e) && aligned(args.o, e),
-          fmt::format("q, k, v and o must be {}-byte aligned (q={}, k={}, v={}, o={})", e, args.q,
-                      args.k, args.v, static_cast<const void*>(args.o)));
-  require(aligned(args.lse, 4),
-          fmt::format("lse={} must be 4-byte aligned (float)", static_cast<const void*>(args.lse)));
-  require(args.batch >= 1, fmt::format("batch = {} must be >= 1", args.batch));
-  require(args.heads_q >= 1, fmt::format("heads_q = {} must be >= 1", args.heads_q));
-  require(args.heads_kv >= 1, fmt::format("heads_kv = {} must be >= 1", args.heads_kv));
-  require(args.seqlen_q >= 1, fmt::format("seqlen_q = {} must be >= 1", args.seqlen_q));
-  require(args.seqlen_k >= 1, fmt::format("seqlen_k = {} must be >= 1", args.seqlen_k));
-  require(args.heads_q % args.heads_kv == 0,
-          fmt::format("heads_q = {} must be a multiple of heads_kv = {}", args.heads_q,
-                      args.heads_kv));
+          "q, k, v and o must be {}-byte aligned (q={}, k={}, v={}, o={})", e, args.q, args.k,
+          args.v, static_cast<const void*>(args.o));
+  require(aligned(args.lse, 4), "lse={} must be 4-byte aligned (float)",
+          static_cast<const void*>(args.lse));
+  require(args.batch >= 1, "batch = {} must be >= 1", args.batch);
+  require(args.heads_q >= 1, "heads_q = {} must be >= 1", args.heads_q);
+  require(args.heads_kv >= 1, "heads_kv = {} must be >= 1", args.heads_kv);
+  require(args.seqlen_q >= 1, "seqlen_q = {} must be >= 1", args.seqlen_q);
+  require(args.seqlen_k >= 1, "seqlen_k = {} must be >= 1", args.seqlen_k);
+  require(args.heads_q % args.heads_kv == 0, "heads_q = {} must be a multiple of heads_kv = {}",
+          args.heads_q, args.heads_kv);
   require(std::isfinite(args.softmax_scale) && args.softmax_scale >= 0.f,
-          fmt::format("softmax_scale = {} must be finite and >= 0 (0 picks 1/sqrt(head_dim_qk))",
-                      args.softmax_scale));
+          "softmax_scale = {} must be finite and >= 0 (0 picks 1/sqrt(head_dim_qk))",
+          args.softmax_scale);
   check_mask_args(spec, args);
   check_cache_args(spec, args);
   check_kv_splits(spec, args);
