@@ -3,9 +3,9 @@
 // host time on checks that pass (bench/NOTES.md entry 38).
 #pragma once
 
-#include <fmt/format.h>
-
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "flashjit/flashjit.h"
 
