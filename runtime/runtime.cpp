@@ -530,26 +530,30 @@ CompileReport compile_plan(rt::KernelCompiler& compiler, const gen::Plan& plan) 
 
 }  // namespace
 
-CompileReport Runtime::compile(const Spec& spec, const std::string& target) {
+CompileReport Runtime::compile(const Spec& spec, const std::string& target, int align_bytes) {
   spec.validate();
-  return compile_plan(*impl_->compiler, gen::make_plan(spec, target));
+  return compile_plan(*impl_->compiler,
+                      gen::make_plan(spec, target, {.align_bytes = align_bytes}));
 }
 
-std::vector<CompileReport> Runtime::compile_backward(const Spec& spec, const std::string& target) {
+std::vector<CompileReport> Runtime::compile_backward(const Spec& spec, const std::string& target,
+                                                     int align_bytes) {
   spec.validate();
   std::vector<CompileReport> reports;
-  for (const gen::Plan& plan : rt::plan_backward(spec, target, {}).launches)
+  const gen::CallTraits call{.align_bytes = align_bytes};
+  for (const gen::Plan& plan : rt::plan_backward(spec, target, call).launches)
     reports.push_back(compile_plan(*impl_->compiler, plan));
   return reports;
 }
 
-std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::string& target) {
+std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::string& target,
+                                                   int align_bytes) {
   spec.validate();
   std::vector<gen::Plan> plans;
   const bool decode_serves = gen::decode_serves_mask(spec);
   for (bool paged : {false, true}) {
     if (!decode_serves) break;
-    const gen::CallTraits call{.tma_loadable = false, .paged = paged};
+    const gen::CallTraits call{.align_bytes = align_bytes, .tma_loadable = false, .paged = paged};
     for (int rows = 16; rows <= rt::kDecodeMaxPackedRows; rows += 16) {
       const gen::Plan plan = rt::plan_decode(spec, target, call,
                                              gen::dec_sm80_tiles(spec, target, rows)).launches[0];
@@ -560,7 +564,8 @@ std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::
     }
   }
   if (decode_serves)
-    plans.push_back(rt::plan_decode(spec, target, {.tma_loadable = false},
+    plans.push_back(rt::plan_decode(spec, target,
+                                    {.align_bytes = align_bytes, .tma_loadable = false},
                                     gen::dec_sm80_tiles(spec, target, 16)).launches[1]);
   plans.push_back(rt::plan_merge(spec, target).launches[0]);
   std::vector<CompileReport> reports;

@@ -25,6 +25,12 @@ or is refused, so that a spec that validates always gets a kernel.
                                                    paged, the combine and the merge), on
                                                    sm_80, sm_86 and sm_90a, masks none, causal
                                                    and window unless asked otherwise
+    scripts/spill_sweep.py OUTDIR --align packed ...
+                                                   the kernels densely packed tensors get
+                                                   (`compile --align`: rows of 2 x head_dim
+                                                   bytes, 8, 4 or 2-byte aligned at head dims
+                                                   that are no multiple of 8) instead of
+                                                   16-byte aligned ones
 
 A kernel takes 1.5-3 s of one core (sm_90a's the longer). OUTDIR/results.jsonl holds one line
 per kernel (the spec's fields, the compile report or the error), OUTDIR/problems.txt one line
@@ -153,12 +159,21 @@ def write_spec(folder, qk, v, mask, dtype, deterministic=False):
     return path
 
 
-def compile_one(cli, spec_path, target, step, env):
+def packed_alignment(qk, v, element_bytes=2):
+    """The alignment of every row start in densely packed tensors of these head dims: the
+    largest power of two up to 16 dividing both rows' bytes."""
+    align = 16
+    while (qk * element_bytes) % align or (v * element_bytes) % align:
+        align //= 2
+    return align
+
+
+def compile_one(cli, spec_path, target, step, env, align):
     """The compile reports of one spec (its forward kernel, or the kernels of `step`:
-    "--backward" or "--decode") as dicts; a single dict with "error" set when flashjit
-    refused or failed before reporting."""
+    "--backward" or "--decode") for rows aligned to `align` bytes as dicts; a single dict
+    with "error" set when flashjit refused or failed before reporting."""
     start = time.monotonic()
-    command = [cli, "compile", "--json", "--arch", target, str(spec_path)]
+    command = [cli, "compile", "--json", "--arch", target, "--align", str(align), str(spec_path)]
     run = subprocess.run(command + ([step] if step else []),
                          capture_output=True, text=True, env=env)
     wall_s = round(time.monotonic() - start, 2)
@@ -207,6 +222,9 @@ def main():
                       help="compile the backward's kernels (compile --backward)")
     step.add_argument("--decode", action="store_true",
                       help="compile decode's kernels (compile --decode)")
+    parser.add_argument("--align", choices=["16", "packed"], default="16",
+                        help="16: 16-byte aligned rows (default); packed: the alignment densely "
+                             "packed tensors of each spec's head dims give")
     parser.add_argument("--deterministic", action="store_true",
                         help="with --backward: specs with backward: {deterministic: true}")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
@@ -243,7 +261,9 @@ def main():
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool, \
             open(args.outdir / "results.jsonl", "w", buffering=1) as results:
-        futures = {pool.submit(compile_one, args.cli, paths[(qk, v, m, t)], a, step, env): (qk, v, m, t, a) for qk, v, m, t, a in kernels}
+        futures = {pool.submit(compile_one, args.cli, paths[(qk, v, m, t)], a, step, env,
+                               16 if args.align == "16" else packed_alignment(qk, v)):
+                   (qk, v, m, t, a) for qk, v, m, t, a in kernels}
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             qk, v, mask, dtype, arch = futures[future]
             for report in future.result():

@@ -1,4 +1,4 @@
-// `flashjit compile SPEC.yaml... [--arch T] [--json] [--backward | --decode]`: compile with
+// `flashjit compile SPEC.yaml... [--arch T] [--json] [--align B] [--backward | --decode]`: compile
 // NVRTC (no GPU needed) and report what ptxas made of each kernel.
 #include <algorithm>
 #include <memory>
@@ -20,6 +20,7 @@ struct CompileOptions {
   std::vector<std::string> spec_files;
   std::string arch;
   bool json = false;
+  int align = 16;
   bool backward = false;
   bool decode = false;
 };
@@ -59,9 +60,11 @@ int run_compile(const CompileOptions& options) {
       const std::string target = resolve_target(spec, options.arch);
       if (!options.backward) require_forward_kernel(located, target);
       const std::vector<CompileReport> reports =
-          options.backward ? runtime.compile_backward(spec, target)
-          : options.decode ? runtime.compile_decode(spec, target)
-                           : std::vector<CompileReport>{runtime.compile(spec, target)};
+          options.backward
+              ? runtime.compile_backward(spec, target, options.align)
+          : options.decode
+              ? runtime.compile_decode(spec, target, options.align)
+              : std::vector<CompileReport>{runtime.compile(spec, target, options.align)};
       for (const CompileReport& report : reports) {
         if (options.json)
           fmt::print("{}\n", report_json(file, report).dump());
@@ -94,6 +97,13 @@ Command add_compile_command(CLI::App& parent) {
       ->check(CLI::ExistingFile);
   add_arch_option(*app, options->arch);
   app->add_flag("--json", options->json, "one JSON object per line and kernel");
+  app->add_option("--align", options->align,
+                  "compile the kernels a call gets whose tensor rows start at multiples of "
+                  "this many bytes: 16 (aligned tensors, and packed ones of head dims that are "
+                  "multiples of 8), 8, 4 or 2 (packed tensors of other head dims: d100 gives "
+                  "8, d59 2)")
+      ->check(CLI::IsMember({16, 8, 4, 2}))
+      ->capture_default_str();
   app->add_flag("--backward", options->backward,
                 "compile the backward's kernels (D pre-pass, dK/dV, dQ) instead of the forward");
   app->add_flag("--decode", options->decode,

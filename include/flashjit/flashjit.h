@@ -363,14 +363,20 @@ class Runtime {
   DeviceInfo device() const;
   // The kernel for `spec` on this runtime's GPU; compiles lazily (throws NoDevice without a GPU).
   std::shared_ptr<Kernel> kernel(const Spec& spec);
-  // Compiles `spec` for `target` ("sm_80", "sm_86", "sm_89", "sm_90a"); needs no GPU.
-  CompileReport compile(const Spec& spec, const std::string& target);
-  // The same for the backward's kernels, in launch order (16-byte aligned tensors).
-  std::vector<CompileReport> compile_backward(const Spec& spec, const std::string& target);
+  // Compiles `spec` for `target` ("sm_80", "sm_86", "sm_89", "sm_90a"); needs no GPU. The
+  // kernel is the one a call gets whose tensors' rows all start at multiples of `align_bytes`
+  // (16, 8, 4 or 2): 16-byte aligned tensors, or densely packed ones of head dims that are
+  // multiples of 8; packed tensors of other head dims give 2 x head_dim's largest power-of-two
+  // divisor (d100: 8, d59: 2). Throws Error(Usage) for another alignment.
+  CompileReport compile(const Spec& spec, const std::string& target, int align_bytes = 16);
+  // The same for the backward's kernels, in launch order.
+  std::vector<CompileReport> compile_backward(const Spec& spec, const std::string& target,
+                                              int align_bytes = 16);
   // The same for decode's kernels: the split kernel for every tile height the runtime picks
   // (16 to 64 packed rows), dense and paged caches, the combine, then the merge
   // (Kernel::merge). Only the merge for a spec that decode does not serve (block masks).
-  std::vector<CompileReport> compile_decode(const Spec& spec, const std::string& target);
+  std::vector<CompileReport> compile_decode(const Spec& spec, const std::string& target,
+                                            int align_bytes = 16);
 
  private:
   struct Impl;

@@ -199,3 +199,21 @@ TEST_CASE("compile: FLASHJIT_DUMP_DIR receives the source, PTX and ptxas report,
   CHECK(fs::file_size(base.string() + ".ptx") > 0);
   CHECK(fs::file_size(base.string() + ".ptxas.txt") > 0);
 }
+
+TEST_CASE("compile: the alignment asked for is the kernel's, for every operation's kernels") {
+  TempDir cache_dir;
+  ScopedEnv dir("FLASHJIT_CACHE_DIR", cache_dir.str());
+  const Spec spec = Spec::from_yaml("name: packed100\nhead_dim: 100\ndtype: bf16\n");
+  Runtime runtime;
+  // Packed tensors of head dim 100 have 200-byte rows: 8-byte aligned.
+  CHECK(runtime.compile(spec, "sm_80", 8).kernel_name.find("_a8_") != std::string::npos);
+  CHECK(runtime.compile(spec, "sm_80").kernel_name.find("_a16_") != std::string::npos);
+  for (const CompileReport& r : runtime.compile_backward(spec, "sm_80", 2)) {
+    CAPTURE(r.kernel_name);
+    CHECK(r.kernel_name.find("_a2_") != std::string::npos);
+  }
+  const std::vector<CompileReport> decode = runtime.compile_decode(spec, "sm_80", 4);
+  REQUIRE(decode.size() > 2);
+  CHECK(decode.front().kernel_name.find("_a4_") != std::string::npos);
+  CHECK_THROWS_AS(runtime.compile(spec, "sm_80", 3), Error);
+}
