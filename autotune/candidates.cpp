@@ -54,7 +54,7 @@ CandidateSpace candidate_space(const Spec& spec, const std::string& target) {
   require_known_target(target);
   const gen::KernelPathInfo& path = gen::choose_path(gen::Step::Forward, spec, target);
   CandidateSpace space;
-  const Tiles heuristic = path.default_tiles(spec, target);
+  const Tiles heuristic = path.default_tiles(spec, target, {});
   space.candidates.push_back(heuristic);
   for (const Tiles& t : filter_grid(spec, target, path, heuristic, space.pruned))
     space.candidates.push_back(t);
@@ -69,7 +69,7 @@ BackwardCandidateSpace backward_candidate_space(const Spec& spec, const std::str
   space.dq_path = &gen::choose_path(gen::Step::BwdDq, spec, target);
   // A step whose path tunes nothing (dQ's conversion) stays auto: the heuristic's.
   const auto heuristic_of = [&](const gen::KernelPathInfo& path) {
-    return path.tuning_grid(spec).empty() ? Tiles{} : path.default_tiles(spec, target);
+    return path.tuning_grid(spec).empty() ? Tiles{} : path.default_tiles(spec, target, {});
   };
   const BackwardTiles heuristic{heuristic_of(*space.dkdv_path), heuristic_of(*space.dq_path)};
   space.candidates.push_back(heuristic);

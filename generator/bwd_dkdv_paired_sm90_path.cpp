@@ -62,7 +62,7 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
          some_tiles_fit(kPreferred, dims, target, tiles_problem);
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   return first_fitting_tiles(kPreferred, spec, target, tiles_problem, "sm90 paired dK/dV");
 }
 

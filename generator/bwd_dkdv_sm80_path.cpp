@@ -16,7 +16,7 @@ constexpr Tiles kPreferred[] = {
     {16, 32, 2, 1},  {64, 16, 1, 2},  {32, 16, 1, 2}, {16, 16, 1, 1},
 };
 
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   return first_fitting_tiles(kPreferred, spec, target, bwd_dkdv_tiles_problem, "dK/dV");
 }
 

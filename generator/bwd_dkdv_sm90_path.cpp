@@ -145,18 +145,18 @@ bool serves_ordered(const Spec& spec, const std::string& target, const CallTrait
          some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_ordered);
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   return first_fitting_tiles(kPreferred, spec, target, bwd_dkdv_sm90_tiles_problem,
                              "sm90 dK/dV");
 }
 
-Tiles default_tiles_with_dq(const Spec& spec, const std::string& target) {
+Tiles default_tiles_with_dq(const Spec& spec, const std::string& target, const CallTraits&) {
   if (pairs_consumers(spec, target)) return kPaired;
   return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_with_dq,
                              "sm90 dK/dV/dQ");
 }
 
-Tiles default_tiles_ordered(const Spec& spec, const std::string& target) {
+Tiles default_tiles_ordered(const Spec& spec, const std::string& target, const CallTraits&) {
   return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_ordered,
                              "sm90 dK/dV/dQ (ordered)");
 }

@@ -28,7 +28,7 @@ std::string heuristic_problem(const PaddedDims& dims, const Tiles& t, const std:
 // A second: with a block-sparse mask at head dims 33-48, m128 n64 w8 spills 8 bytes at the
 // 128 registers ptxas gives it on sm_80 (two CTAs of 256 threads, as shared memory allows);
 // the next preferred, m64 n64 w4, is what pattern masks take there.
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   const bool skip_first = spec.mask == MaskKind::BlockSparse && padded_dims(spec).d_qk_pad == 48;
   return first_fitting_tiles(std::span(kPreferred).subspan(skip_first ? 1 : 0), spec, target,
                              heuristic_problem, "dQ");

@@ -27,7 +27,7 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
          some_tiles_fit(kPreferred, padded_dims(spec), target, bwd_dq_sm90_tiles_problem);
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   return first_fitting_tiles(kPreferred, spec, target, bwd_dq_sm90_tiles_problem, "sm90 dQ");
 }
 

@@ -9,7 +9,9 @@ namespace {
 
 // A warp a row at a time; four warps of 16 rows each keep enough loads in flight for a pass
 // that reads O and dO once.
-Tiles default_tiles(const Spec&, const std::string&) { return {.block_m = 64, .warps = 4}; }
+Tiles default_tiles(const Spec&, const std::string&, const CallTraits&) {
+  return {.block_m = 64, .warps = 4};
+}
 
 std::string tiles_problem(const PaddedDims&, const Tiles& t, const std::string&) {
   if (t.warps < 1 || t.block_m < 1 || t.block_m % t.warps != 0)

@@ -8,7 +8,9 @@ namespace flashjit::gen {
 namespace {
 
 // A CTA a row, its warps sharing the row's splits (kernels/dec_combine.cuh says why).
-Tiles cta_a_row_tiles(const Spec&, const std::string&) { return {.block_m = 1, .warps = 4}; }
+Tiles cta_a_row_tiles(const Spec&, const std::string&, const CallTraits&) {
+  return {.block_m = 1, .warps = 4};
+}
 
 std::string cta_a_row_problem(const PaddedDims&, const Tiles& t, const std::string&) {
   if (t.block_m != 1 || t.warps < 1 || t.warps > 32)

@@ -22,7 +22,7 @@ int shared_bytes(const PaddedDims& dims, const Tiles& t) {
                                            t.block_m, t.block_n, t.warps, t.stages);
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target) {
+Tiles default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   return dec_sm80_tiles(spec, target, 1);
 }
 

@@ -91,7 +91,7 @@ int sm80_mask_registers(const Spec& spec) {
   return spec.mask == MaskKind::None ? 0 : kMaskRegisters;
 }
 
-Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
+Tiles sm80_default_tiles(const Spec& spec, const std::string& target, const CallTraits& call) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
   // Preferred first: the best configuration without spills per head-dim range, measured
@@ -113,8 +113,14 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target) {
       first, {128, 64, 8, 2}, {64, 32, 4, 2}, {64, 64, 4, 2}, {64, 16, 4, 2}, {32, 32, 2, 2},
       {32, 16, 2, 2}, {16, 16, 1, 2},
   };
+  // Past d 384 m64 n32 w4 takes every register (255 with a window at d500, 16-byte rows), and
+  // rows of a narrow alignment (packed tensors of odd head dims), whose several copies a row
+  // need registers for their addresses, spill it (8 bytes at d500 and d511 with a window or
+  // block mask, 8- and 2-byte rows, NVRTC 13.0 sm_80); their 16-key tiles compile clean.
+  const bool narrow_wide = call.align_bytes < 16 && d > 384;
   // A tiling whose accumulators and mask state overrun the register budget spills.
   for (const Tiles& candidate : preferred) {
+    if (narrow_wide && candidate.block_m == 64 && candidate.block_n > 16) continue;
     const Tiles t = fit_tiles_to_mask(spec, candidate);
     if (sm80_tiles_problem(dims, t, target).empty() &&
         sm80_accumulator_registers(dims.dv_slice, t) + sm80_mask_registers(spec) <=

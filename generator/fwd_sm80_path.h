@@ -17,7 +17,8 @@ int sm80_shared_bytes(const PaddedDims& dims, const Tiles& tiles);
 // Why `tiles` cannot run the sm80 kernel on `target` ("" when they can).
 std::string sm80_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
                                const std::string& target);
-Tiles sm80_default_tiles(const Spec& spec, const std::string& target);
+Tiles sm80_default_tiles(const Spec& spec, const std::string& target,
+                         const CallTraits& call = {});
 
 // Accumulator registers a thread holds for `tiles`, and the most before ptxas spills
 // (templates/tile/budgets.cuh says how both were measured).

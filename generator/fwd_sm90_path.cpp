@@ -100,7 +100,7 @@ std::string sm90_tiles_problem(const PaddedDims& dims, const Tiles& t, const std
   return "";
 }
 
-Tiles sm90_default_tiles(const Spec& spec, const std::string& target) {
+Tiles sm90_default_tiles(const Spec& spec, const std::string& target, const CallTraits&) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
   // Measured on the H200 (flashjit tune, bf16, 16k tokens; bench/NOTES.md entry 6): a third

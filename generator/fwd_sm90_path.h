@@ -26,7 +26,8 @@ std::string sm90_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
                                const std::string& target);
 // The sm90 kernel's built-in tiles for `spec`; with a block mask, a block_n that divides
 // its block_k.
-Tiles sm90_default_tiles(const Spec& spec, const std::string& target);
+Tiles sm90_default_tiles(const Spec& spec, const std::string& target,
+                         const CallTraits& call = {});
 // Can the sm90 kernel serve the mask of `spec`? Every mask; a block mask only when its query
 // blocks hold whole 128-row CTAs (block_q a multiple of kSm90BlockM), as mask_tiles_problem
 // requires. Its key blocks, a multiple of 16, always admit a block_n.

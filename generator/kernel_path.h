@@ -73,8 +73,10 @@ struct KernelPathInfo {
 
   // Does the path serve `spec` on `target` for a call with these traits?
   bool (*serves)(const Spec& spec, const std::string& target, const CallTraits& call);
-  // The built-in tiles for `spec` on `target` (throws Error(Usage) when none fits).
-  Tiles (*default_tiles)(const Spec& spec, const std::string& target);
+  // The built-in tiles for `spec` on `target` and a call with these traits (throws
+  // Error(Usage) when none fits). Packed rows of a narrow alignment take more copies a tile,
+  // whose addresses need registers: the sm80 paths give them smaller tiles where ptxas spilled.
+  Tiles (*default_tiles)(const Spec& spec, const std::string& target, const CallTraits& call);
   // Why `tiles` cannot run this path's kernel on `target` ("" when they can): its tile rules,
   // shared memory and registers. The spec's block mask is checked apart (mask_tiles_problem).
   std::string (*tiles_problem)(const PaddedDims& dims, const Tiles& tiles,
@@ -116,13 +118,14 @@ int no_shared_memory(const PaddedDims& dims, const Tiles& tiles);
 ColumnSplit whole_columns(const PaddedDims& dims);
 // The row passes (decode's combine, the merge): a warp a row, four rows a CTA, which keep
 // enough rows in flight for a pass that reads each once; labelled "w4".
-Tiles warp_a_row_tiles(const Spec& spec, const std::string& target);
+Tiles warp_a_row_tiles(const Spec& spec, const std::string& target, const CallTraits& call);
 std::string warp_a_row_problem(const PaddedDims& dims, const Tiles& tiles,
                                const std::string& target);
 std::string warps_label(const Tiles& tiles);
 // The extern "C" entry of a kernel that takes one parameter struct: `params_type` by value,
 // passed to the device function template `function`<KernelConfig>. `min_ctas` > 0 adds the
-// CTAs an SM should hold to the launch bounds.
+// CTAs an SM should hold to the launch bounds; 0 leaves them to ptxas, except for rows of a
+// narrow alignment, whose launch bounds name the most CTAs that leave a thread 255 registers.
 std::string struct_entry(const Plan& plan, const char* params_type, const char* function,
                          int min_ctas = 0);
 // The CTAs an SM holds by shared memory, for an entry's launch bounds, where they still leave
@@ -156,9 +159,11 @@ const char* to_string(KernelPath id);  // the label: "sm80" | "sm90"
 const KernelPathInfo& choose_path(Step step, const Spec& spec, const std::string& target,
                                   const CallTraits& call = {});
 
-// The tiles a spec's own `tiles:` and the tune DB refer to: those of the path that serves
-// the step for 16-byte aligned, TMA-loadable calls (the spec's primary path).
-Tiles default_tiles(const Spec& spec, const std::string& target, Step step = Step::Forward);
+// The heuristic's tiles for `step` of a call with `call`'s traits on the path that serves it
+// for 16-byte aligned, TMA-loadable calls (the spec's primary path, whose tiles a spec's own
+// `tiles:` and the tune DB refer to).
+Tiles default_tiles(const Spec& spec, const std::string& target, Step step = Step::Forward,
+                    const CallTraits& call = {});
 // Why `tiles` cannot run `spec` on `target` with `path` ("" when they can): the path's tile
 // rules, shared memory and registers, and the spec's block mask.
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,

@@ -80,7 +80,9 @@ ColumnSplit whole_columns(const PaddedDims& dims) {
   return {.dk_slice = dims.d_qk_pad, .dv_slice = dims.d_v_pad, .splits = 1};
 }
 
-Tiles warp_a_row_tiles(const Spec&, const std::string&) { return {.block_m = 4, .warps = 4}; }
+Tiles warp_a_row_tiles(const Spec&, const std::string&, const CallTraits&) {
+  return {.block_m = 4, .warps = 4};
+}
 
 std::string warp_a_row_problem(const PaddedDims&, const Tiles& t, const std::string&) {
   if (t.warps < 1 || t.block_m != t.warps)
@@ -90,8 +92,26 @@ std::string warp_a_row_problem(const PaddedDims&, const Tiles& t, const std::str
 
 std::string warps_label(const Tiles& t) { return fmt::format("w{}", t.warps); }
 
+namespace {
+
+constexpr int kRegistersPerSm = 65536, kMaxRegistersPerThread = 255;
+
+// Rows of a narrow alignment (packed tensors of head dims no multiple of 8) take several copies
+// a row, whose addresses push some kernels a few registers past a count ptxas aims at for
+// occupancy when told none (72, 80, 96 or 128 for 128 threads), and it spills 4-8 bytes to
+// stay there (NVRTC 13.0: decode at d1-5, d20, d59, d68, the sm80 dQ kernel at d20-59, sm_80
+// to sm_90a; bench/NOTES.md entry 40). The most CTAs that still leave a thread 255 registers,
+// named in the launch bounds, stop that.
+int narrow_rows_ctas(const Plan& plan) {
+  if (plan.call.align_bytes >= 16) return 0;
+  return std::max(1, kRegistersPerSm / (plan.threads * kMaxRegistersPerThread));
+}
+
+}  // namespace
+
 std::string struct_entry(const Plan& plan, const char* params_type, const char* function,
                          int min_ctas) {
+  if (min_ctas == 0) min_ctas = narrow_rows_ctas(plan);
   const std::string bounds = min_ctas > 0 ? fmt::format("{}, {}", plan.threads, min_ctas)
                                           : std::to_string(plan.threads);
   return fmt::format(
@@ -102,7 +122,6 @@ std::string struct_entry(const Plan& plan, const char* params_type, const char* 
 }
 
 int full_register_ctas(const Plan& plan) {
-  constexpr int kRegistersPerSm = 65536, kMaxRegistersPerThread = 255;
   const int ctas = resident_ctas(plan.target, plan.shared_bytes, plan.threads);
   return ctas * plan.threads * kMaxRegistersPerThread <= kRegistersPerSm ? ctas : 0;
 }
@@ -148,8 +167,9 @@ const KernelPathInfo& choose_path(Step step, const Spec& spec, const std::string
                           spec.name, to_string(operation_of(step)), to_string(step), target));
 }
 
-Tiles default_tiles(const Spec& spec, const std::string& target, Step step) {
-  return choose_path(step, spec, target).default_tiles(spec, target);
+Tiles default_tiles(const Spec& spec, const std::string& target, Step step,
+                    const CallTraits& call) {
+  return choose_path(step, spec, target).default_tiles(spec, target, call);
 }
 
 std::string tiles_problem(const Spec& spec, const std::string& target, const Tiles& tiles,

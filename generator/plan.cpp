@@ -48,10 +48,10 @@ Plan make_plan(const Spec& spec, const std::string& target, const CallTraits& ca
   plan.dv_splits = split.splits;
   const bool primary = plan.path == &choose_path(step, spec, target);
   const bool spec_tiles = step == Step::Forward && !spec.tiles.is_auto();
-  plan.tiles = !primary     ? plan.path->default_tiles(spec, target)
+  plan.tiles = !primary     ? plan.path->default_tiles(spec, target, call)
                : spec_tiles ? spec.tiles
                : tuned      ? *tuned
-                            : plan.path->default_tiles(spec, target);
+                            : plan.path->default_tiles(spec, target, call);
   const std::string problem = tiles_problem(spec, target, plan.tiles, *plan.path);
   if (!problem.empty())
     throw Error(ErrorKind::Usage,

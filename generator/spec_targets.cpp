@@ -21,7 +21,7 @@ std::optional<SpecProblem> target_problem(const Spec& spec, const std::string& t
       "auto, or tiles the {} kernel runs on {} (configs/README.md, tiles)", path.label, target);
   if (spec.tiles.is_auto()) {
     try {
-      path.default_tiles(spec, target);
+      path.default_tiles(spec, target, {});
       return std::nullopt;
     } catch (const Error& error) {
       return SpecProblem{"tiles", fmt::format("auto: {}", error.what()), allowed};

@@ -105,8 +105,9 @@ class JitKernel final : public Kernel {
       decode(args, stream);
       return;
     }
+    const gen::CallTraits call = rt::forward_call_traits(spec_, args);
     const LoadedOperation& op =
-        operation_for(gen::Operation::Forward, rt::forward_call_traits(spec_, args), tiles_for(args));
+        operation_for(gen::Operation::Forward, call, tiles_for(args, call));
     // Tensors TMA cannot load where they lie are copied first (runtime/staging.h).
     const rt::Staging staging = staging_for(op.plan, args);
     rt::Driver& driver = rt::Driver::get(ordinal_);
@@ -332,17 +333,19 @@ class JitKernel final : public Kernel {
     }
   }
 
-  // The tiles for this call's shape bucket, decided once per bucket: the spec's own tiles,
-  // else the tile source's, else the heuristic. A source's tiles that cannot run here are
+  // The tiles for this call's shape bucket and alignment, decided once each: the spec's own
+  // tiles, else the tile source's, else the heuristic (which gives packed rows of a narrow
+  // alignment smaller tiles where ptxas spilled). A source's tiles that cannot run here are
   // never an error for the caller: the heuristic serves and FLASHJIT_VERBOSE says why.
-  Tiles tiles_for(const ForwardArgs& args) {
+  Tiles tiles_for(const ForwardArgs& args, const gen::CallTraits& call) {
     if (!spec_.tiles.is_auto()) return spec_.tiles;
     const tune::ShapeBucket bucket =
         tune::bucket_for(args.seqlen_q, args.seqlen_k, args.batch, args.heads_q);
+    const std::pair<tune::ShapeBucket, int> key{bucket, call.align_bytes};
     std::lock_guard<std::mutex> lock(mutex_);
-    if (auto found = tiles_by_bucket_.find(bucket); found != tiles_by_bucket_.end())
+    if (auto found = tiles_by_bucket_.find(key); found != tiles_by_bucket_.end())
       return found->second;
-    Tiles chosen = gen::default_tiles(spec_, target_);
+    Tiles chosen = gen::default_tiles(spec_, target_, gen::Step::Forward, call);
     std::string why;
     const std::optional<Tiles> found = tile_source_->tiles(query_for(args), why);
     bool from_source = false;
@@ -356,7 +359,7 @@ class JitKernel final : public Kernel {
     }
     rt::verbose("{} [{}]: {} tiles {} ({})", spec_.name, tune::describe(bucket),
                 from_source ? "tuned" : "heuristic", gen::tiles_label(chosen), why);
-    tiles_by_bucket_.emplace(bucket, chosen);
+    tiles_by_bucket_.emplace(key, chosen);
     return chosen;
   }
 
@@ -454,7 +457,7 @@ class JitKernel final : public Kernel {
   mutable std::mutex mutex_;
   std::map<OperationKey, LoadedOperation> operations_;
   std::map<std::string, LoadedVariant> variants_;  // by kernel name
-  std::map<tune::ShapeBucket, Tiles> tiles_by_bucket_;
+  std::map<std::pair<tune::ShapeBucket, int>, Tiles> tiles_by_bucket_;  // by bucket, alignment
   mutable std::map<tune::ShapeBucket, BackwardTiles> backward_tiles_;
   mutable std::map<int, Tiles> decode_tiles_;  // by packed rows
   mutable std::map<tune::DecodeBucket, rt::TunedKvSplits> tuned_splits_;

@@ -30,7 +30,8 @@ or is refused, so that a spec that validates always gets a kernel.
                                                    (`compile --align`: rows of 2 x head_dim
                                                    bytes, 8, 4 or 2-byte aligned at head dims
                                                    that are no multiple of 8) instead of
-                                                   16-byte aligned ones
+                                                   16-byte aligned ones; a sample holds the
+                                                   PACKED_*REGRESSIONS
 
 A kernel takes 1.5-3 s of one core (sm_90a's the longer). OUTDIR/results.jsonl holds one line
 per kernel (the spec's fields, the compile report or the error), OUTDIR/problems.txt one line
@@ -105,6 +106,36 @@ DECODE_REGRESSIONS = [
     (66, 66, "causal", "bf16", "sm_90a"),
     (128, 128, "window", "bf16", "sm_90a"),
 ]
+
+# The same for the kernels of densely packed tensors of odd head dims (--align packed), whose
+# rows of 8, 4 or 2 bytes take several copies a row (bench/NOTES.md entries 39 and 40).
+PACKED_REGRESSIONS = [
+    (500, 500, "window", "bf16", "sm_80"),
+    (500, 500, "block_sparse", "bf16", "sm_80"),
+    (511, 511, "window", "bf16", "sm_80"),
+]
+PACKED_BACKWARD_REGRESSIONS = [
+    (20, 20, "causal", "bf16", "sm_80"),
+    (36, 36, "causal", "bf16", "sm_80"),
+    (59, 59, "none", "bf16", "sm_80"),
+]
+PACKED_DECODE_REGRESSIONS = [
+    (1, 1, "causal", "bf16", "sm_80"),
+    (3, 3, "causal", "bf16", "sm_86"),
+    (5, 5, "causal", "bf16", "sm_80"),
+    (20, 20, "none", "bf16", "sm_80"),
+    (20, 20, "none", "bf16", "sm_86"),
+    (68, 68, "none", "bf16", "sm_90a"),
+]
+
+
+def regressions_for(step, align):
+    """The kernels a sample of `step` ("", "--backward", "--decode") at `align` ("16",
+    "packed") always holds."""
+    if align == "packed":
+        return {"": PACKED_REGRESSIONS, "--backward": PACKED_BACKWARD_REGRESSIONS,
+                "--decode": PACKED_DECODE_REGRESSIONS}[step]
+    return DECODE_REGRESSIONS if step == "--decode" else REGRESSIONS
 
 
 def grid(head_dims, masks=MASKS, dtypes=DTYPES, targets=TARGETS):
@@ -246,8 +277,7 @@ def main():
     step = "--backward" if args.backward else "--decode" if args.decode else ""
     kernels = grid(parse_head_dims(args.head_dims), masks, args.dtypes.split(","), targets)
     if args.sample:
-        kernels = sample(args.sample, args.seed, kernels,
-                         DECODE_REGRESSIONS if args.decode else REGRESSIONS)
+        kernels = sample(args.sample, args.seed, kernels, regressions_for(step, args.align))
     specs = args.outdir / "specs"
     specs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, FLASHJIT_CACHE_DIR=str((args.outdir / "kernel-cache").resolve()))

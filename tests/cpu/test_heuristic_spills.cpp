@@ -136,6 +136,41 @@ TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile c
     }
 }
 
+TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's 16-key tiles "
+          "past d 384 and launch bounds that leave 255 registers, and compile clean (NVRTC)") {
+  const auto check_clean = [](const Plan& plan) {
+    CAPTURE(plan.kernel_name);
+    const CompileReport report = compile(plan);
+    CHECK(report.spill_store_bytes == 0);
+    CHECK(report.spill_load_bytes == 0);
+  };
+  // The forward past d 384 (d500 with a window, 8-byte rows): 16-key tiles, not m64 n32 w4.
+  const Spec wide = spec_with(500, kMasks[1]);
+  const CallTraits a8{.align_bytes = 8, .tma_loadable = false};
+  CHECK(sm80_default_tiles(wide, "sm_80") == Tiles{64, 32, 4, 2});
+  const Plan forward = make_plan(wide, "sm_80", a8);
+  CHECK(forward.tiles == Tiles{64, 16, 4, 2});
+  check_clean(forward);
+  // The sm80 dQ kernel (d59, 2-byte rows) and decode's split kernel (32 rows of d68 on
+  // sm_90a and of d20 on sm_80, 8-byte rows) keep their tiles; their launch bounds leave a
+  // thread 255 registers, where ptxas had spilled to stay at 128 (dQ), 168 (d68) and 80 (d20).
+  const Plan dq =
+      rt::plan_backward(spec_with(59, "none"), "sm_80", {.align_bytes = 2}).launches[2];
+  CHECK(dq.tiles == Tiles{128, 64, 8, 2});
+  CHECK(emit_source(dq).find("__launch_bounds__(256, 1)") != std::string::npos);
+  check_clean(dq);
+  for (const auto& [dim, target] : {std::pair{68, "sm_90a"}, std::pair{20, "sm_80"}}) {
+    const Spec spec = spec_with(dim, "none");
+    const Plan split = rt::plan_decode(spec, target, {.align_bytes = 8, .tma_loadable = false},
+                                       dec_sm80_tiles(spec, target, 32))
+                           .launches[0];
+    check_clean(split);
+  }
+  // 16-byte rows leave the kernels' own bounds.
+  const Plan aligned = rt::plan_backward(spec_with(64, "none"), "sm_80", {}).launches[2];
+  CHECK(emit_source(aligned).find("__launch_bounds__(256)") != std::string::npos);
+}
+
 TEST_CASE("heuristic: the sm80 forward's launch bounds name the CTAs shared memory allows "
           "where they leave a thread 255 registers") {
   CHECK(resident_ctas("sm_80", 57344, 128) == 2);

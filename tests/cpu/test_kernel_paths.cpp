@@ -142,7 +142,7 @@ TEST_CASE("registry: every path's default tiles pass its own rules for head dims
         CAPTURE(path->name);
         CAPTURE(target);
         CAPTURE(d);
-        const Tiles tiles = path->default_tiles(s, target);
+        const Tiles tiles = path->default_tiles(s, target, {});
         CHECK(tiles_problem(s, target, tiles, *path) == "");
         CHECK(path->shared_bytes(padded_dims(s), tiles) <= max_shared_bytes(target));
       }

@@ -210,9 +210,9 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK(d136.dv_splits == 1);
   CHECK(d136.tiles.block_m == 48);
   const KernelPathInfo& dkdv = kernel_path(KernelPath::BwdDkDvSm90);
-  CHECK(dkdv.default_tiles(spec_of(64, 64), "sm_90a").block_m == 96);
-  CHECK(dkdv.default_tiles(spec_of(48, 48), "sm_90a").block_m == 128);
-  CHECK(dkdv.default_tiles(spec_of(72, 72), "sm_90a").block_m == 96);
+  CHECK(dkdv.default_tiles(spec_of(64, 64), "sm_90a", {}).block_m == 96);
+  CHECK(dkdv.default_tiles(spec_of(48, 48), "sm_90a", {}).block_m == 128);
+  CHECK(dkdv.default_tiles(spec_of(72, 72), "sm_90a", {}).block_m == 96);
   const ColumnSplit d192_split = bwd_dkdv_sm90_column_split(padded_dims(spec_of(192, 192)));
   CHECK(d192_split.splits == 2);
   CHECK(d192_split.dk_slice == 128);
