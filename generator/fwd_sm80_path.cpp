@@ -91,6 +91,11 @@ int sm80_mask_registers(const Spec& spec) {
   return spec.mask == MaskKind::None ? 0 : kMaskRegisters;
 }
 
+int sm80_row_copy_registers(const CallTraits& call) {
+  constexpr int kElementCopyRegisters = 16;
+  return call.align_bytes == 2 ? kElementCopyRegisters : 0;
+}
+
 Tiles sm80_default_tiles(const Spec& spec, const std::string& target, const CallTraits& call) {
   const PaddedDims dims = padded_dims(spec);
   const int d = std::max(dims.d_qk_pad, dims.dv_slice);
@@ -123,7 +128,8 @@ Tiles sm80_default_tiles(const Spec& spec, const std::string& target, const Call
     if (narrow_wide && candidate.block_m == 64 && candidate.block_n > 16) continue;
     const Tiles t = fit_tiles_to_mask(spec, candidate);
     if (sm80_tiles_problem(dims, t, target).empty() &&
-        sm80_accumulator_registers(dims.dv_slice, t) + sm80_mask_registers(spec) <=
+        sm80_accumulator_registers(dims.dv_slice, t) + sm80_mask_registers(spec) +
+                sm80_row_copy_registers(call) <=
             kSm80MaxAccumulatorRegisters)
       return t;
   }

@@ -30,5 +30,11 @@ inline constexpr int kSm80MaxAccumulatorRegisters = fj::budget::kFwdSm80MaxAccum
 // clean unmasked and causal, and spills 60 bytes with a window and 72 with block_sparse;
 // d80, 176, compiles clean with every mask.
 int sm80_mask_registers(const Spec& spec);
+// Registers a thread needs for its tile copies beyond 16-byte rows', counted against the same
+// budget: rows of 2 bytes (packed tensors of odd head dims) are copied an element at a time
+// through registers (cp.async copies 4 bytes at least), four in flight. Measured (NVRTC 13.0,
+// sm_80): d81-95 m128 n64 w4, 192 accumulator registers, causal, 2-byte rows spilled 56 bytes
+// at 255 registers; 8- and 4-byte rows compiled clean.
+int sm80_row_copy_registers(const CallTraits& call);
 
 }  // namespace flashjit::gen

@@ -136,8 +136,8 @@ TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile c
     }
 }
 
-TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's 16-key tiles "
-          "past d 384 and launch bounds that leave 255 registers, and compile clean (NVRTC)") {
+TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's smaller tiles "
+          "and launch bounds that leave 255 registers, and compile clean (NVRTC)") {
   const auto check_clean = [](const Plan& plan) {
     CAPTURE(plan.kernel_name);
     const CompileReport report = compile(plan);
@@ -151,6 +151,14 @@ TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's 1
   const Plan forward = make_plan(wide, "sm_80", a8);
   CHECK(forward.tiles == Tiles{64, 16, 4, 2});
   check_clean(forward);
+  // 2-byte rows, copied an element at a time, count against the register budget: d83 causal
+  // takes eight warps of one m16 tile each, not four of two.
+  const Spec causal83 = Spec::from_yaml("head_dim: 83\ncausal: true\n");
+  CHECK(sm80_default_tiles(causal83, "sm_80") == Tiles{128, 64, 4, 2});
+  const Plan element_rows =
+      make_plan(causal83, "sm_80", {.align_bytes = 2, .tma_loadable = false});
+  CHECK(element_rows.tiles == Tiles{128, 64, 8, 2});
+  check_clean(element_rows);
   // The sm80 dQ kernel (d59, 2-byte rows) and decode's split kernel (32 rows of d68 on
   // sm_90a and of d20 on sm_80, 8-byte rows) keep their tiles; their launch bounds leave a
   // thread 255 registers, where ptxas had spilled to stay at 128 (dQ), 168 (d68) and 80 (d20).
