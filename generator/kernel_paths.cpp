@@ -98,8 +98,8 @@ constexpr int kRegistersPerSm = 65536, kMaxRegistersPerThread = 255;
 
 // Rows of a narrow alignment (packed tensors of head dims no multiple of 8) take several copies
 // a row, whose addresses push some kernels a few registers past a count ptxas aims at for
-// occupancy when told none (72, 80, 96 or 128 for 128 threads), and it spills 4-8 bytes to
-// stay there (NVRTC 13.0: decode at d1-5, d20, d59, d68, the sm80 dQ kernel at d20-59, sm_80
+// occupancy when told none (72, 80, 96, 128 or 168 for 128 threads), and it spills 4-8 bytes
+// to stay there (NVRTC 13.0: decode at d1-5, d20, d59, d68, the sm80 dQ kernel at d20-59, sm_80
 // to sm_90a; bench/NOTES.md entry 40). The most CTAs that still leave a thread 255 registers,
 // named in the launch bounds, stop that.
 int narrow_rows_ctas(const Plan& plan) {
