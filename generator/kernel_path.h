@@ -75,7 +75,7 @@ struct KernelPathInfo {
   bool (*serves)(const Spec& spec, const std::string& target, const CallTraits& call);
   // The built-in tiles for `spec` on `target` and a call with these traits (throws
   // Error(Usage) when none fits). Packed rows of a narrow alignment take more copies a tile,
-  // whose addresses need registers: the sm80 paths give them smaller tiles where ptxas spilled.
+  // which need registers: the sm80 forward gives them smaller tiles where ptxas spilled.
   Tiles (*default_tiles)(const Spec& spec, const std::string& target, const CallTraits& call);
   // Why `tiles` cannot run this path's kernel on `target` ("" when they can): its tile rules,
   // shared memory and registers. The spec's block mask is checked apart (mask_tiles_problem).

@@ -39,6 +39,14 @@ CompileReport compile(const Plan& plan) {
   return compiler.compile(plan)->report;
 }
 
+// Compiles `plan` with NVRTC and checks that ptxas spilled nothing.
+void check_compiles_clean(const Plan& plan) {
+  CAPTURE(plan.kernel_name);
+  const CompileReport report = compile(plan);
+  CHECK(report.spill_store_bytes == 0);
+  CHECK(report.spill_load_bytes == 0);
+}
+
 }  // namespace
 
 TEST_CASE("heuristic: fitting tiles to a block mask cuts warps, keeping each warp's rows") {
@@ -87,10 +95,7 @@ TEST_CASE("heuristic: the kernels whose heuristic tiles spilled compile clean (N
   };
   for (const Case& c : cases) {
     const Plan plan = make_plan(spec_with(c.head_dim, c.mask, c.dtype), c.target);
-    CAPTURE(plan.kernel_name);
-    const CompileReport report = compile(plan);
-    CHECK(report.spill_store_bytes == 0);
-    CHECK(report.spill_load_bytes == 0);
+    check_compiles_clean(plan);
   }
   // These spilled at ptxas's own aim of three CTAs (168 registers) before the launch bounds
   // named the CTAs shared memory allows: qk33 causal m128 n64 w4 s3, 4 bytes; 192/128 with
@@ -99,10 +104,7 @@ TEST_CASE("heuristic: the kernels whose heuristic tiles spilled compile clean (N
                            "head_dim_qk: 192\nhead_dim_v: 128\nmask: {pattern: {kind: "
                            "global_local, block: 64, global_blocks: 2, window_blocks: 3}}\n"}) {
     const Plan plan = make_plan(Spec::from_yaml(yaml), "sm_80");
-    CAPTURE(plan.kernel_name);
-    const CompileReport report = compile(plan);
-    CHECK(report.spill_store_bytes == 0);
-    CHECK(report.spill_load_bytes == 0);
+    check_compiles_clean(plan);
   }
 }
 
@@ -111,10 +113,7 @@ TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile c
   // registers on sm_80; every launch of the backward is compiled.
   const Spec sparse = spec_with(33, kMasks[2]);
   for (const Plan& plan : rt::plan_backward(sparse, "sm_80", {}).launches) {
-    CAPTURE(plan.kernel_name);
-    const CompileReport report = compile(plan);
-    CHECK(report.spill_store_bytes == 0);
-    CHECK(report.spill_load_bytes == 0);
+    check_compiles_clean(plan);
   }
   // Decode's split kernel, dense and paged: d256 causal on sm_90a (255 registers, 4-8 bytes,
   // before the copies' unroll cap) and 48 rows of d80 causal (before the mask's budget).
@@ -129,28 +128,19 @@ TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile c
       const Plan plan = rt::plan_decode(spec, "sm_90a", {.paged = paged},
                                         dec_sm80_tiles(spec, "sm_90a", c.packed_rows))
                             .launches[0];
-      CAPTURE(plan.kernel_name);
-      const CompileReport report = compile(plan);
-      CHECK(report.spill_store_bytes == 0);
-      CHECK(report.spill_load_bytes == 0);
+      check_compiles_clean(plan);
     }
 }
 
 TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's smaller tiles "
           "and launch bounds that leave 255 registers, and compile clean (NVRTC)") {
-  const auto check_clean = [](const Plan& plan) {
-    CAPTURE(plan.kernel_name);
-    const CompileReport report = compile(plan);
-    CHECK(report.spill_store_bytes == 0);
-    CHECK(report.spill_load_bytes == 0);
-  };
   // The forward past d 384 (d500 with a window, 8-byte rows): 16-key tiles, not m64 n32 w4.
   const Spec wide = spec_with(500, kMasks[1]);
   const CallTraits a8{.align_bytes = 8, .tma_loadable = false};
   CHECK(sm80_default_tiles(wide, "sm_80") == Tiles{64, 32, 4, 2});
   const Plan forward = make_plan(wide, "sm_80", a8);
   CHECK(forward.tiles == Tiles{64, 16, 4, 2});
-  check_clean(forward);
+  check_compiles_clean(forward);
   // 2-byte rows, copied an element at a time, count against the register budget: d83 causal
   // takes eight warps of one m16 tile each, not four of two.
   const Spec causal83 = Spec::from_yaml("head_dim: 83\ncausal: true\n");
@@ -158,7 +148,7 @@ TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's s
   const Plan element_rows =
       make_plan(causal83, "sm_80", {.align_bytes = 2, .tma_loadable = false});
   CHECK(element_rows.tiles == Tiles{128, 64, 8, 2});
-  check_clean(element_rows);
+  check_compiles_clean(element_rows);
   // The sm80 dQ kernel (d59, 2-byte rows) and decode's split kernel (32 rows of d68 on
   // sm_90a and of d20 on sm_80, 8-byte rows) keep their tiles; their launch bounds leave a
   // thread 255 registers, where ptxas had spilled to stay at 128 (dQ), 168 (d68) and 80 (d20).
@@ -166,13 +156,13 @@ TEST_CASE("heuristic: packed rows of a narrow alignment get the sm80 forward's s
       rt::plan_backward(spec_with(59, "none"), "sm_80", {.align_bytes = 2}).launches[2];
   CHECK(dq.tiles == Tiles{128, 64, 8, 2});
   CHECK(emit_source(dq).find("__launch_bounds__(256, 1)") != std::string::npos);
-  check_clean(dq);
+  check_compiles_clean(dq);
   for (const auto& [dim, target] : {std::pair{68, "sm_90a"}, std::pair{20, "sm_80"}}) {
     const Spec spec = spec_with(dim, "none");
     const Plan split = rt::plan_decode(spec, target, {.align_bytes = 8, .tma_loadable = false},
                                        dec_sm80_tiles(spec, target, 32))
                            .launches[0];
-    check_clean(split);
+    check_compiles_clean(split);
   }
   // 16-byte rows leave the kernels' own bounds.
   const Plan aligned = rt::plan_backward(spec_with(64, "none"), "sm_80", {}).launches[2];
