@@ -37,9 +37,9 @@ constexpr int kSplitRows = 32;
 
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {
   const ColumnSplit split = bwd_dkdv_paired_sm90_column_split(dims);
-  return fj::budget::bwd_dkdv_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
-                                                split.dk_slice, split.dv_slice, split.splits,
-                                                t.block_m, t.block_n, t.stages, 0);
+  return fj::budget::bwd_dkdv_sm90_shared_bytes(
+      dims.element_bytes, fj::budget::kPanelRowBytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice,
+      split.dv_slice, split.splits, t.block_m, t.block_n, t.stages, 0);
 }
 
 std::string tiles_problem(const PaddedDims& dims, const Tiles& t, const std::string& target) {

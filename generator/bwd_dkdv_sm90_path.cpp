@@ -6,9 +6,13 @@
 
 #include "generator/bwd_sm90_source.h"
 #include "generator/plan.h"
+#include "generator/targets.h"
 
 namespace flashjit::gen {
 namespace {
+
+// What a variant does with dQ (templates' DqAdds): its shared memory differs.
+enum class DqAdds { None, AnyOrder, KeyOrder };
 
 // Preferred first: the most query rows a step the consumers' registers hold beside dK and dV
 // (S^T's and dP^T's wgmma N: wider is fewer steps and less shared-memory traffic per product;
@@ -22,8 +26,9 @@ constexpr Tiles kPreferred[] = {
     {32, kBwdSm90BlockN, kBwdSm90Warps, 2}, {64, kBwdSm90BlockN, kBwdSm90Warps, 1},
     {48, kBwdSm90BlockN, kBwdSm90Warps, 1}, {32, kBwdSm90BlockN, kBwdSm90Warps, 1},
 };
-// The dQ variant's: 128 queries a step where the registers hold them (head dims up to 64; the
-// consumers split dQ's rows), else 64 (dQ's wgmma M; they split its columns), with two ring
+// The dQ variant's: 128 queries a step where the registers and shared memory hold them (head
+// dims up to 80, past 64 in narrower panels: panel_row_bytes_for; the consumers split dQ's
+// rows), else 64 (dQ's wgmma M; they split its columns), with two ring
 // slots (bench/NOTES.md entry 22: with one, or with split columns, it ran slower than the two
 // deterministic kernels).
 constexpr Tiles kPreferredWithDq[] = {
@@ -40,21 +45,38 @@ constexpr Tiles kPreferredWithDq[] = {
 constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
 constexpr Tiles kPaired = {64, kPairedKeys, kBwdSm90Warps, 2};
 
-int shared_bytes(const PaddedDims& dims, const Tiles& t) {
-  const ColumnSplit split = bwd_dkdv_sm90_column_split(dims);
-  return fj::budget::bwd_dkdv_sm90_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.d_v_pad,
-                                                split.dk_slice, split.dv_slice, split.splits,
-                                                t.block_m, t.block_n, t.stages, 0);
+// The shared memory of every variant at panel rows of `row_bytes`: the dK/dV-only kernel's
+// column split, or the dQ variants' whole columns (`ordered`: adds in key-block order).
+int shared_bytes_at(const PaddedDims& dims, const Tiles& t, int row_bytes, DqAdds adds) {
+  const ColumnSplit split =
+      adds == DqAdds::None ? bwd_dkdv_sm90_column_split(dims) : whole_columns(dims);
+  const int dq_bytes =
+      adds == DqAdds::None
+          ? 0
+          : fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m,
+                                               t.block_n, adds == DqAdds::KeyOrder);
+  return fj::budget::bwd_dkdv_sm90_shared_bytes(
+      dims.element_bytes, row_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
+      split.splits, t.block_m, t.block_n, t.stages, dq_bytes);
 }
 
-// The dQ variants' (`ordered`: in key-block order), whole columns.
+// 128-byte panel rows where the tiles fit so, else the narrowest padding
+// (bwd_sm90_panel_row_bytes): with the tiles unchanged, 32-byte panels ran 8-9% slower at
+// d100 and d136 on an H100, where d80 at 128 query rows a step (which only they hold) ran
+// 13% faster than at 64 (bench/NOTES.md entry 41).
+int panel_row_bytes_for(const PaddedDims& dims, const Tiles& t, DqAdds adds) {
+  if (t.block_n == kPairedKeys ||
+      shared_bytes_at(dims, t, fj::budget::kPanelRowBytes, adds) <= max_shared_bytes("sm_90a"))
+    return fj::budget::kPanelRowBytes;
+  return fj::budget::bwd_sm90_panel_row_bytes(dims.d_qk_pad, dims.d_v_pad, dims.element_bytes);
+}
+
+int shared_bytes(const PaddedDims& dims, const Tiles& t) {
+  return shared_bytes_at(dims, t, panel_row_bytes_for(dims, t, DqAdds::None), DqAdds::None);
+}
 int dq_variant_shared_bytes(const PaddedDims& dims, const Tiles& t, bool ordered) {
-  const ColumnSplit split = whole_columns(dims);
-  return fj::budget::bwd_dkdv_sm90_shared_bytes(
-      dims.element_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
-      split.splits, t.block_m, t.block_n, t.stages,
-      fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m, t.block_n,
-                                         ordered));
+  const DqAdds adds = ordered ? DqAdds::KeyOrder : DqAdds::AnyOrder;
+  return shared_bytes_at(dims, t, panel_row_bytes_for(dims, t, adds), adds);
 }
 int shared_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
   return dq_variant_shared_bytes(dims, t, false);
@@ -101,9 +123,6 @@ std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
       fj::budget::bwd_dkdv_sm90_dq_step_registers(split.dk_slice, split.dv_slice, t.block_m);
   if (std::string problem = common_tiles_problem(t, split, registers); !problem.empty())
     return problem;
-  if (fj::budget::bwd_dkdv_sm90_dq_rows_split(t.block_m) && split.dk_slice > 64)
-    return fmt::format("block_m {} splits dQ's rows, and its {} columns would cross a panel of K",
-                       t.block_m, split.dk_slice);
   return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
 }
 std::string tiles_problem_with_dq(const PaddedDims& dims, const Tiles& t,
@@ -176,6 +195,16 @@ std::string extra_source_with_dq(const Plan& plan) {
   const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(plan.dk_slice);
   return bwd_sm90_wgmma_source(
       plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice, dq_cols0, plan.dk_slice - dq_cols0});
+}
+
+int panel_row_bytes(const PaddedDims& dims, const Tiles& t) {
+  return panel_row_bytes_for(dims, t, DqAdds::None);
+}
+int panel_row_bytes_with_dq(const PaddedDims& dims, const Tiles& t) {
+  return panel_row_bytes_for(dims, t, DqAdds::AnyOrder);
+}
+int panel_row_bytes_ordered(const PaddedDims& dims, const Tiles& t) {
+  return panel_row_bytes_for(dims, t, DqAdds::KeyOrder);
 }
 
 std::string entry(const Plan& plan) { return bwd_sm90_entry(plan, "fj::bwd_dkdv_sm90"); }
@@ -263,6 +292,7 @@ const KernelPathInfo kBwdDkDvSm90Path = {
     .tiles_label = bwd_dkdv_sm90_tiles_label,
     .extra_source = bwd_dkdv_sm90_extra_source,
     .entry = entry,
+    .panel_row_bytes = panel_row_bytes,
 };
 
 const KernelPathInfo kBwdDkDvDqSm90Path = {
@@ -287,6 +317,7 @@ const KernelPathInfo kBwdDkDvDqSm90Path = {
     .tiles_label = bwd_dkdv_sm90_tiles_label,
     .extra_source = extra_source_with_dq,
     .entry = entry_with_dq,
+    .panel_row_bytes = panel_row_bytes_with_dq,
     .accumulates_dq = true,
 };
 
@@ -312,6 +343,7 @@ const KernelPathInfo kBwdDkDvDqOrderedSm90Path = {
     .tiles_label = bwd_dkdv_sm90_tiles_label,
     .extra_source = extra_source_with_dq,
     .entry = entry_ordered,
+    .panel_row_bytes = panel_row_bytes_ordered,
     .accumulates_dq = true,
     .orders_dq_adds = true,
 };

@@ -21,7 +21,4 @@ struct ElementType {
 
 const ElementType& element_type(DType dtype);
 
-// Elements in one 128-byte row: the span of TMA's 128-byte swizzle (a shared-memory panel).
-constexpr int panel_cols(const ElementType& e) { return 128 / e.bytes; }
-
 }  // namespace flashjit::gen

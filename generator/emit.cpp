@@ -49,13 +49,14 @@ std::string kernel_config(const Plan& plan) {
       "  static constexpr int kWarps = {};\n"
       "  static constexpr int kStages = {};\n"
       "  static constexpr int kAlign = {};\n"
+      "  static constexpr int kPanelRowBytes = {};\n"
       "{}"
       "  static constexpr bool kVarlen = {};\n"
       "  static constexpr bool kPaged = {};\n"
       "}};\n",
       element_type(plan.spec.dtype).device_type, spec_constants(plan.spec, ConstantGroup::HeadDims),
       plan.d_qk_pad, plan.d_v_pad, plan.dk_slice, plan.dv_slice, plan.dv_splits, plan.tiles.block_m, plan.tiles.block_n,
-      plan.tiles.warps, plan.tiles.stages, plan.call.align_bytes,
+      plan.tiles.warps, plan.tiles.stages, plan.call.align_bytes, plan.panel_row_bytes,
       spec_constants(plan.spec, ConstantGroup::Mask), plan.call.varlen ? "true" : "false",
       plan.call.paged ? "true" : "false");
 }

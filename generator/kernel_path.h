@@ -100,6 +100,9 @@ struct KernelPathInfo {
   // layout checks.
   std::string (*extra_source)(const Plan& plan);
   std::string (*entry)(const Plan& plan);
+  // The bytes of a row of a panel of the head-dim tiles its TMA loads write (the tensor maps'
+  // swizzle span: 128, 64 or 32) for `tiles`; null: 128.
+  int (*panel_row_bytes)(const PaddedDims& dims, const Tiles& tiles) = nullptr;
   // It adds dQ into the backward's fp32 dq_accum scratch, which the runtime zeroes and the
   // BwdDqConvert path's launch turns into dQ.
   bool accumulates_dq = false;

@@ -62,6 +62,8 @@ Plan make_plan(const Spec& spec, const std::string& target, const CallTraits& ca
                             plan.path->label, target, problem));
   plan.threads = plan.tiles.warps * 32;
   plan.shared_bytes = plan.path->shared_bytes(dims, plan.tiles);
+  if (plan.path->panel_row_bytes != nullptr)
+    plan.panel_row_bytes = plan.path->panel_row_bytes(dims, plan.tiles);
   plan.kernel_name = kernel_name(plan);
   return plan;
 }

@@ -26,6 +26,9 @@ struct Plan {
   int dv_splits = 1;
   int threads = 0;
   int shared_bytes = 0;   // dynamic shared memory per CTA
+  // TMA paths: a panel row of the head-dim tiles in shared memory, the tensor maps' swizzle
+  // span (KernelPathInfo::panel_row_bytes).
+  int panel_row_bytes = 128;
   // fa_fwd_qk100_v100_bf16_causal_m64n64w4s2_a16_sm80; "_varlen" ends a varlen variant's,
   // which is a kernel of its own so that fixed-length calls keep the registers that reading
   // sequence bounds would take.

@@ -233,16 +233,25 @@ void Driver::encode_tensor_map(void* map, const TensorMapBox& box) {
   }
   for (int i = 0; i < 3; ++i) strides[i] = box.stride_bytes[i];
   // Elements are copied bit for bit (fp16 and bf16 alike as UINT16); boxes past the tensor's
-  // end are zero-filled; the 128-byte swizzle is what the wgmma descriptors expect.
+  // end are zero-filled; the swizzle is what the kernel's wgmma descriptors expect.
   const CUtensorMapDataType element = [&] {
     switch (box.element) {
       case gen::TmaDataType::Uint16: return CU_TENSOR_MAP_DATA_TYPE_UINT16;
     }
     throw Error(ErrorKind::Usage, "a TMA element type the driver wrapper does not map");
   }();
+  const CUtensorMapSwizzle swizzle = [&] {
+    switch (box.swizzle_bytes) {
+      case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+      case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+      case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+    }
+    throw Error(ErrorKind::Usage,
+                fmt::format("a TMA swizzle of {} bytes (128, 64 or 32)", box.swizzle_bytes));
+  }();
   FLASHJIT_CU(cuTensorMapEncodeTiled, static_cast<CUtensorMap*>(map), element, 4, const_cast<void*>(box.base), dims, strides,
               box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 

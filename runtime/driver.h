@@ -17,13 +17,15 @@ using DevicePtr = uint64_t;  // CUdeviceptr
 using Stream = void*;        // CUstream; nullptr is the default stream
 
 // A 4-d tensor as TMA reads it: its element type, dims innermost first, the strides of
-// dims 1..3 in bytes (multiples of 16), and the box one copy moves.
+// dims 1..3 in bytes (multiples of 16), the box one copy moves, and the swizzle span its rows
+// are written in (128, 64 or 32 bytes: the box's row).
 struct TensorMapBox {
   gen::TmaDataType element = gen::TmaDataType::Uint16;
   const void* base = nullptr;
   uint64_t dims[4] = {};
   uint64_t stride_bytes[3] = {};
   uint32_t box[4] = {};
+  int swizzle_bytes = 128;
 };
 constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
 

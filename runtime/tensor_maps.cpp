@@ -14,8 +14,9 @@ uint64_t stride_bytes(int64_t stride, int extent, int element_bytes) {
   return extent > 1 ? static_cast<uint64_t>(stride) * element_bytes : 16;
 }
 
-// Boxes of one panel's columns (TMA's 128-byte swizzle span) by `box_rows` rows.
-TensorMapBox box_of(const gen::ElementType& element, const TensorRows& rows, int box_rows) {
+// Boxes of one panel's columns (rows of `row_bytes`, the swizzle span) by `box_rows` rows.
+TensorMapBox box_of(const gen::ElementType& element, const TensorRows& rows, int box_rows,
+                    int row_bytes = 128) {
   const int e = element.bytes;
   TensorMapBox box;
   box.element = element.tma_type;
@@ -27,7 +28,8 @@ TensorMapBox box_of(const gen::ElementType& element, const TensorRows& rows, int
   box.stride_bytes[0] = stride_bytes(rows.stride.seq, rows.seqlen, e);
   box.stride_bytes[1] = stride_bytes(rows.stride.head, rows.heads, e);
   box.stride_bytes[2] = stride_bytes(rows.stride.batch, rows.batch, e);
-  box.box[0] = static_cast<uint32_t>(gen::panel_cols(element));
+  box.box[0] = static_cast<uint32_t>(row_bytes / e);
+  box.swizzle_bytes = row_bytes;
   box.box[1] = static_cast<uint32_t>(box_rows);
   box.box[2] = 1;
   box.box[3] = 1;
@@ -53,11 +55,11 @@ BackwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan,
   const ForwardArgs& a = args.forward;
   const gen::ElementType& e = gen::element_type(s.dtype);
   BackwardTensorMaps maps;
-  const int m = plan.tiles.block_m, n = plan.tiles.block_n;
-  driver.encode_tensor_map(maps.q.bytes, box_of(e, q_rows(s, a), m));
-  driver.encode_tensor_map(maps.k.bytes, box_of(e, k_rows(s, a), n));
-  driver.encode_tensor_map(maps.v.bytes, box_of(e, v_rows(s, a), n));
-  driver.encode_tensor_map(maps.d_o.bytes, box_of(e, d_o_rows(s, args), m));
+  const int m = plan.tiles.block_m, n = plan.tiles.block_n, row = plan.panel_row_bytes;
+  driver.encode_tensor_map(maps.q.bytes, box_of(e, q_rows(s, a), m, row));
+  driver.encode_tensor_map(maps.k.bytes, box_of(e, k_rows(s, a), n, row));
+  driver.encode_tensor_map(maps.v.bytes, box_of(e, v_rows(s, a), n, row));
+  driver.encode_tensor_map(maps.d_o.bytes, box_of(e, d_o_rows(s, args), m, row));
   return maps;
 }
 

@@ -178,6 +178,17 @@ __host__ __device__ constexpr u64 smem_desc_sw128(u32 addr, u32 lbo, u32 sbo) {
          (static_cast<u64>((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
 
+// The same for rows of `kRowBytes` (128, 64 or 32: TMA's SWIZZLE_128B, _64B, _32B), swizzle
+// mode 1, 2 or 3; a tile's rows are kRowBytes apart, so SBO (8 rows) is 8 * kRowBytes, and an
+// MN-major operand's panels are kRowBytes / 2 columns of 16-bit elements wide.
+template <int kRowBytes>
+__host__ __device__ constexpr u64 smem_desc_swizzled(u32 addr, u32 lbo) {
+  static_assert(kRowBytes == 128 || kRowBytes == 64 || kRowBytes == 32, "TMA's swizzle spans");
+  constexpr u64 mode = kRowBytes == 128 ? 1 : kRowBytes == 64 ? 2 : 3;
+  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<u64>(((8 * kRowBytes) >> 4) & 0x3FFFu) << 32) | (mode << 62);
+}
+
 // The descriptor of a tile `bytes` further on (bytes < 2^18: the address field does not
 // carry). Volatile, so that loop-invariant descriptors are rebuilt where they are used
 // rather than hoisted into registers for the whole loop.

@@ -30,7 +30,7 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
   // wgmmas, C7519).
   const int col0 = kb.split * (kFirst ? Cfg::kDvSlice : Cfg::kDkSlice);
   const int cols = (kFirst ? Cfg::kHeadDimV : Cfg::kHeadDimQk) - col0;
-  const u32 slice_panel = col0 / 64 * L::kQPanelBytes;  // of dO's tile, or of Q's
+  const u32 slice_panel = col0 / L::kPanelCols * L::kQPanelBytes;  // of dO's tile, or of Q's
 
   float acc[kTiles][4];
   zero_tiles(acc);
@@ -45,10 +45,10 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
     u32 x[kBM / 16][4];
     wgmma_fence();
     if constexpr (kFirst)
-      wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16>(s, sm.k(), L::kKPanelBytes, sm.q(slot),
+      wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16, L::kRow>(s, sm.k(), L::kKPanelBytes, sm.q(slot),
                                                L::kQPanelBytes);
     else
-      wgmma_ss_k_major<kBM, Cfg::kDvPad / 16>(s, sm.v(), L::kKPanelBytes, sm.d_o(slot),
+      wgmma_ss_k_major<kBM, Cfg::kDvPad / 16, L::kRow>(s, sm.v(), L::kKPanelBytes, sm.d_o(slot),
                                               L::kQPanelBytes);
     wgmma_commit();
     wgmma_wait<0>();
@@ -71,7 +71,7 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
       mbar_arrive(sm.pt_full());
       pack_k16_steps<Element>(x, s);
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc, x, sm.d_o(slot) + slice_panel,
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16, L::kRow>(acc, x, sm.d_o(slot) + slice_panel,
                                                  L::kQPanelBytes);
     } else {
       // dS^T = P^T (dP^T - D), P^T as the first consumer's thread of the same index holds it.
@@ -102,7 +102,7 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
     }
     if constexpr (!kFirst) {
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(acc, x, sm.q(slot) + slice_panel,
+      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16, L::kRow>(acc, x, sm.q(slot) + slice_panel,
                                                  L::kQPanelBytes);
     }
     if constexpr (kDq == DqAdds::kNone) {

@@ -9,7 +9,9 @@
 //     log2 domain, and D into the slot), each slot guarded by a "full" and an "empty" mbarrier.
 //   - warp groups 1 and 2, the consumers, own 64 keys each, so they hold the scores transposed
 //     (wgmma M = keys, N = the tile's query rows). Per step:
-//       S^T = K Q^T and dP^T = V dO^T   (wgmma SS, both K-major in 128-byte swizzled panels)
+//       S^T = K Q^T and dP^T = V dO^T   (wgmma SS, both K-major in swizzled panels: rows of
+//                                        128 bytes, or of 64 or 32 where only they leave room
+//                                        for the tiles, Cfg::kPanelRowBytes)
 //       P^T = exp2(scale_log2 S^T - LSE_log2), dV += P^T dO   (RS: P^T from the S registers)
 //       dS^T = P^T (dP^T - D),             dK += dS^T Q      (RS; Q and dO read MN-major)
 //     dP^T is in flight while P^T is computed, and dV's product while dS^T is (the dQ
@@ -23,7 +25,7 @@
 // Both consumers write their dS^T to shared memory (a 128-key x kBlockM-query tile, two
 // buffers), meet at a named barrier, and each computes its part of dQ = dS K (wgmma SS, both
 // MN-major): at 64 query rows a step its share of the split's dQ columns, at 128 (head dims
-// up to 64, FlashAttention-3's tile there) 64 of the rows and every column. It stages that
+// up to 80, FlashAttention-3's tile at d64) 64 of the rows and every column. It stages that
 // tile in shared memory in the order its registers hold it, and one thread adds the whole
 // tile to its block of the fp32 dq_accum with one bulk reduction: reductions from registers
 // (red.global) took as long again as the products, and one bulk reduction a row took longer
@@ -75,18 +77,17 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
                                         const TmaDesc* tm_k, const TmaDesc* tm_v,
                                         const TmaDesc* tm_do) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
-  constexpr int kPanelCols = L::kRow / Cfg::Element::kBytes;  // TMA box columns
   const Sequence& seq = kb.seq;
   const int lane = threadIdx.x % 32;
   if (lane == 0) {
     mbar_arrive_expect_tx(sm.kv_full(), L::kKBytes + L::kVBytes);
 #pragma unroll 1
     for (int panel = 0; panel < L::kQkPanels; ++panel)
-      tma_load_4d(sm.k() + panel * L::kKPanelBytes, tm_k, panel * kPanelCols, seq.k_start + kb.n0,
+      tma_load_4d(sm.k() + panel * L::kKPanelBytes, tm_k, panel * L::kPanelCols, seq.k_start + kb.n0,
                   kb.kv_head, seq.tma_batch, sm.kv_full());
 #pragma unroll 1
     for (int panel = 0; panel < L::kVPanels; ++panel)
-      tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * kPanelCols, seq.k_start + kb.n0,
+      tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * L::kPanelCols, seq.k_start + kb.n0,
                   kb.kv_head, seq.tma_batch, sm.kv_full());
   }
   // kb.head(p, j) and kb.m0(j), counted along: the divisions took registers the producer's
@@ -118,11 +119,11 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
     mbar_arrive_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
 #pragma unroll 1
     for (int panel = 0; panel < L::kQPanels; ++panel)
-      tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * kPanelCols,
+      tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * L::kPanelCols,
                   seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
 #pragma unroll 1
     for (int panel = 0; panel < L::kDoPanels; ++panel)
-      tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * kPanelCols,
+      tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * L::kPanelCols,
                   seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
   }
 }
@@ -156,17 +157,17 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     float s[kQT][4], dp[kQT][4];
     u32 x[kBM / 16][4], xp[kBM / 16][4];  // xp: P^T where dV's product follows dS^T
     wgmma_fence();
-    wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16>(s, k_rows, L::kKPanelBytes, sm.q(slot),
+    wgmma_ss_k_major<kBM, Cfg::kDqkPad / 16, L::kRow>(s, k_rows, L::kKPanelBytes, sm.q(slot),
                                              L::kQPanelBytes);
     wgmma_commit();
-    wgmma_ss_k_major<kBM, Cfg::kDvPad / 16>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot),
+    wgmma_ss_k_major<kBM, Cfg::kDvPad / 16, L::kRow>(dp, v_rows, L::kKPanelBytes, sm.d_o(slot),
                                             L::kQPanelBytes);
     wgmma_commit();
     const bool masked =
         block_needs_mask<Cfg>(m0, kBM, key0, L::kConsumerKeys, kb.seq.seqlen_k, kb.seq.diag);
     const float* lse_log2 = sm.rows(slot);
     const float* d_rows = lse_log2 + kBM;
-    const u32 dv_panel = sm.d_o(slot) + dv_col0 / 64 * L::kQPanelBytes;
+    const u32 dv_panel = sm.d_o(slot) + dv_col0 / L::kPanelCols * L::kQPanelBytes;
     // Element e of n8 tile t (query column `col` in this lane's registers): S^T into P^T, and
     // dP^T into dS^T, the same in every step order below.
     const auto to_p = [&](int t, int e) {
@@ -211,7 +212,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
                           lane);
       fence_proxy_async_shared();
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, xp, dv_panel, L::kQPanelBytes);
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16, L::kRow>(acc_dv, xp, dv_panel, L::kQPanelBytes);
       wgmma_commit();
       if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
       named_sync(kDsReadyBarrier, 256);
@@ -224,7 +225,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
                              L::kDqRowsSplit, L::kDqRowsSplit ? 0 : c);
       const u32 k_cols = sm.k_cols(share_col0);
       const DqStage stage{sm.dq_stage(c), sm.dq_staged(c), sm.dq_free(c), sm.dq_mailbox(c)};
-      const u32 q_panel = sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes;
+      const u32 q_panel = sm.q(slot) + dk_col0 / L::kPanelCols * L::kQPanelBytes;
       if constexpr (L::kDqRowsSplit)
         dq_then_dk<Cfg, kDq, Cfg::kDkSlice, 0>(acc_dk, x, q_panel, ds + c * L::kDsPanelBytes,
                                                k_cols, stage, c, j, share, warp, lane);
@@ -248,7 +249,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     pack_k16_steps<Element>(x, s);
     if (dv_cols > 0) {
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16>(acc_dv, x, dv_panel, L::kQPanelBytes);
+      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16, L::kRow>(acc_dv, x, dv_panel, L::kQPanelBytes);
       wgmma_commit();
       wgmma_wait<1>();  // dP^T has landed; dV's product may still run
     } else {
@@ -262,8 +263,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_wait<0>();  // dV's product is done with x
       pack_k16_steps<Element>(x, dp);
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16>(
-          acc_dk, x, sm.q(slot) + dk_col0 / 64 * L::kQPanelBytes, L::kQPanelBytes);
+      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16, L::kRow>(
+          acc_dk, x, sm.q(slot) + dk_col0 / L::kPanelCols * L::kQPanelBytes, L::kQPanelBytes);
       wgmma_commit();
     }
     wgmma_wait<0>();
@@ -301,9 +302,14 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
                                                    const TmaDesc* tm_k, const TmaDesc* tm_v,
                                                    const TmaDesc* tm_do) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // Declared 1024-byte aligned, as the swizzled tiles must be, so that the budget needs no
+  // slack to align them (d80's 128-query tiles fit with 984 bytes to spare, not without).
+  // The address is still rounded up: computed so, the ordered variant's consumers keep their
+  // registers (taken as it is, ptxas spilled 8-12 bytes at d64).
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023u) & ~1023u;
+  if (base != raw) __trap();  // a toolchain that did not honour the alignment
   const sm90_bwd::Smem<Cfg, kDq> sm{base, smem_raw + (base - raw)};
   const sm90_bwd::KeyBlock<Cfg> kb(p, kDq == DqAdds::kKeyOrder && (Cfg::kCausal || Cfg::kWindow));
   if (kb.n0 >= kb.seq.seqlen_k) return;  // the whole CTA: these keys do not exist

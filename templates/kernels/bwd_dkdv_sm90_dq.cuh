@@ -65,7 +65,8 @@ template <class Cfg, DqAdds kDq, int N>
 __device__ __forceinline__ void issue_dq_product(float (&acc)[N / 8][4], u32 ds, u32 k) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
-  wgmma_ss_mn_major<N, Cfg::kBlockN / 16>(acc, ds, L::kDsPanelBytes, k, L::kKPanelBytes);
+  wgmma_ss_mn_major<N, Cfg::kBlockN / 16, L::kDsRow, L::kRow>(acc, ds, L::kDsPanelBytes, k,
+                                                           L::kKPanelBytes);
   wgmma_commit();
 }
 
@@ -129,7 +130,7 @@ __device__ __forceinline__ void dq_then_dk(DkAcc& acc_dk, const Packed& x, u32 q
   issue_dq_product<Cfg, kDq, N>(acc, ds, k);
   wgmma_wait<1>();  // dV's product is done
   wgmma_fence();
-  wgmma_rs_mn_major<Cfg::kDkSlice, Cfg::kBlockM / 16>(acc_dk, x, q, L::kQPanelBytes);
+  wgmma_rs_mn_major<Cfg::kDkSlice, Cfg::kBlockM / 16, L::kRow>(acc_dk, x, q, L::kQPanelBytes);
   wgmma_commit();
   wgmma_wait<1>();  // dQ's product is done
   stage_dq<Cfg, kDq, N, kCol0>(acc, stage, c, j, share, warp, lane);

@@ -27,16 +27,23 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
   // 64 keys a CTA: both consumers on the same keys, in the roles the top describes.
   static constexpr bool kPaired = Cfg::kBlockN == budget::kBwdDkDvSm90PairedKeys;
-  static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes);  // K's
-  static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes);    // V's
+  // K, V, Q and dO lie in panels of kRow-byte rows (TMA's swizzle span: 128 bytes, or 64 or
+  // 32 where the padded head dims are no multiple of 128 bytes; the plan chooses), kPanelCols
+  // columns each; the dS^T tiles in 128-byte ones.
+  static constexpr int kRow = Cfg::kPanelRowBytes;
+  static constexpr int kPanelCols = kRow / Element::kBytes;
+  static constexpr int kDsRow = budget::kPanelRowBytes;
+  static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes, kRow);  // K's
+  static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes, kRow);    // V's
   // Q's and dO's: every split's slice lies inside the tile, its panels past the head dim
   // zeros (TMA fills them), so the last split's wgmma N never reads past the tile.
   static constexpr int kQPanels = budget::panels(
-      budget::bwd_dkdv_sm90_tile_cols(Cfg::kDqkPad, Cfg::kDkSlice, Cfg::kDvSplits), Element::kBytes);
+      budget::bwd_dkdv_sm90_tile_cols(Cfg::kDqkPad, Cfg::kDkSlice, Cfg::kDvSplits),
+      Element::kBytes, kRow);
   static constexpr int kDoPanels = budget::panels(
-      budget::bwd_dkdv_sm90_tile_cols(Cfg::kDvPad, Cfg::kDvSlice, Cfg::kDvSplits), Element::kBytes);
-  static constexpr int kRow = budget::kPanelRowBytes;
-  static constexpr int kKPanelBytes = Cfg::kBlockN * kRow;  // one 64-column panel of K or V
+      budget::bwd_dkdv_sm90_tile_cols(Cfg::kDvPad, Cfg::kDvSlice, Cfg::kDvSplits),
+      Element::kBytes, kRow);
+  static constexpr int kKPanelBytes = Cfg::kBlockN * kRow;  // one panel of K or V
   static constexpr int kQPanelBytes = Cfg::kBlockM * kRow;  // of a Q or dO tile
   static constexpr int kKBytes = kQkPanels * kKPanelBytes;
   static constexpr int kVBytes = kVPanels * kKPanelBytes;
@@ -50,8 +57,10 @@ struct Sm90BwdDkDvLayoutOf {
   // 128-byte row each), and its consumers' staged dQ tiles.
   static constexpr int kDsBuffers = kAccumulateDq ? budget::kBwdDkDvSm90DsBuffers : 0;
   static constexpr int kDsBytes = Cfg::kBlockN * Cfg::kBlockM * Element::kBytes;
-  static constexpr int kDsPanelBytes = Cfg::kBlockN * kRow;
-  static constexpr int kDsOffset = kDoOffset + Cfg::kStages * kDoBytes;
+  static constexpr int kDsPanelBytes = Cfg::kBlockN * kDsRow;
+  // 1024-byte aligned, as 128-byte swizzled tiles are (narrower panels of a step of 48 or 80
+  // query rows may end between).
+  static constexpr int kDsOffset = budget::align_1024(kDoOffset + Cfg::kStages * kDoBytes);
   // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarriers.
   static constexpr int kPtOffset = kDsOffset + kDsBuffers * kDsBytes;
   static constexpr int kPtBytes = budget::bwd_dkdv_sm90_pt_bytes(Cfg::kBlockM, Cfg::kBlockN);
@@ -67,23 +76,23 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D per slot
   static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
   static constexpr int kSharedBytes = budget::bwd_dkdv_sm90_shared_bytes(
-      Element::kBytes, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice, Cfg::kDvSplits,
-      Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
+      Element::kBytes, kRow, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice,
+      Cfg::kDvSplits, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
       kAccumulateDq ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM,
                                                      Cfg::kBlockN, kDq == DqAdds::kKeyOrder)
                     : 0);
-  static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages) + 1024,
-                "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D, "
-                "the barriers and the alignment slack");
+  static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages),
+                "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D "
+                "and the barriers");
   // The two consumers' shares of the split's kDkSlice dQ columns at 64 rows a step: a share
   // lies inside one 64-column panel of K or starts on one (an MN-major operand's columns
   // cannot cross a panel edge mid-panel). At 128 rows each takes 64 rows, every column.
   static constexpr bool kDqRowsSplit = budget::bwd_dkdv_sm90_dq_rows_split(Cfg::kBlockM);
   static constexpr int kDqCols0 = budget::bwd_dkdv_sm90_dq_cols0(Cfg::kDkSlice);
   static constexpr int kDqCols1 = Cfg::kDkSlice - kDqCols0;
-  static_assert(kDqTileRows * Element::kBytes == kRow, "dS^T panels of 64 queries, dQ's wgmma M");
+  static_assert(kDqTileRows * Element::kBytes == kDsRow, "dS^T panels of 64 queries, dQ's wgmma M");
   static_assert(!kAccumulateDq || Cfg::kBlockM == kDqTileRows ||
-                    (kDqRowsSplit && Cfg::kDkSlice <= 64),
+                    kDqRowsSplit,
                 "a step is one block of dq_accum, or two (one a consumer, whose dQ product's "
                 "columns lie in one panel of K)");
 
@@ -111,7 +120,8 @@ struct Sm90BwdDkDvLayoutOf {
                     (!kAccumulateDq || (Cfg::kDkSlice <= 256 && Cfg::kDvSlice <= 256)),
                 "wgmma N of dK and dV (past 256 in two products, wgmma_rs_mn_major), and of the "
                 "dQ shares");
-  static_assert(Cfg::kDvSplits == 1 || (Cfg::kDkSlice % 64 == 0 && Cfg::kDvSlice % 64 == 0),
+  static_assert(Cfg::kDvSplits == 1 ||
+                    (Cfg::kDkSlice % kPanelCols == 0 && Cfg::kDvSlice % kPanelCols == 0),
                 "split slices start on a panel");
   static_assert(Cfg::kStages == 1 || Cfg::kStages == 2, "one or two ring slots");
   static_assert(Element::kBytes == 2 && Element::kMmaK == 16, "k16 steps of 16-bit elements");
@@ -140,7 +150,7 @@ struct Smem {
   __device__ u32 k() const { return base + L::kKOffset; }
   // K's columns from `col` on (an MN-major operand: its panel, then the column's bytes in it).
   __device__ u32 k_cols(int col) const {
-    return k() + col / 64 * L::kKPanelBytes + col % 64 * Cfg::Element::kBytes;
+    return k() + col / L::kPanelCols * L::kKPanelBytes + col % L::kPanelCols * Cfg::Element::kBytes;
   }
   __device__ u32 v() const { return base + L::kVOffset; }
   __device__ u32 q(int slot) const { return base + L::kQOffset + slot * L::kQBytes; }

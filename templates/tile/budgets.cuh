@@ -45,9 +45,10 @@ enum : int { kFwdSm80MaxAccumulatorRegisters = 200 };
 // and V, the mbarriers (q_full and q_empty a consumer, three a slot, 8 bytes each) and two
 // 8-byte tile infos, plus 1024 bytes of slack that align the swizzled tiles.
 enum : int { kPanelRowBytes = 128 };
-FJ_BUDGET constexpr int panels(int cols, int element_bytes) {
-  return (cols * element_bytes + kPanelRowBytes - 1) / kPanelRowBytes;
+FJ_BUDGET constexpr int panels(int cols, int element_bytes, int row_bytes = kPanelRowBytes) {
+  return (cols * element_bytes + row_bytes - 1) / row_bytes;
 }
+FJ_BUDGET constexpr int align_1024(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 FJ_BUDGET constexpr int fwd_sm90_barrier_bytes(int stages) { return 8 * (4 + 3 * stages) + 16; }
 FJ_BUDGET constexpr int fwd_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_slice,
                                               int block_m, int block_n, int stages) {
@@ -82,9 +83,10 @@ FJ_BUDGET constexpr int bwd_dkdv_sm80_accumulator_registers(int dk_slice, int dv
 }
 enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 
-// ---- bwd_dkdv_sm90: K and V whole and a kStages ring of Q and dO tiles, in 128-byte panels;
-// per slot the rows' LSE and D as floats; the mbarriers (kv_full, then full and empty a slot)
-// and 1024 bytes of slack that align the swizzled tiles. A consumer thread holds half its dK
+// ---- bwd_dkdv_sm90: K and V whole and a kStages ring of Q and dO tiles, in panels (128-byte
+// rows, or 64 or 32: bwd_sm90_panel_row_bytes); per slot the rows' LSE and D as floats; the
+// mbarriers (kv_full, then full and empty a slot). The kernel declares its shared memory
+// 1024-byte aligned, so no slack aligns the swizzled tiles. A consumer thread holds half its dK
 // and dV columns, block_m / 2 floats each of S^T and dP^T and block_m / 4 registers of them
 // packed to 16 bits, out of the 240 setmaxnreg gives it.
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
@@ -139,20 +141,33 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, 
          bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 1) + (ordered ? 2 * kDqMailboxBytes : 0);
 }
 FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
+// The widest panel rows (TMA's swizzle spans: 128, 64 or 32 bytes) that both padded head
+// dims fill without padding: a head dim of 80 columns takes 160 bytes a row in 32-byte
+// panels, 256 in 128-byte ones. 16-bit elements' padded dims are multiples of 16 columns, so
+// 32 always fits.
+FJ_BUDGET constexpr int bwd_sm90_panel_row_bytes(int dqk_pad, int dv_pad, int element_bytes) {
+  return (dqk_pad * element_bytes) % 128 == 0 && (dv_pad * element_bytes) % 128 == 0 ? 128
+         : (dqk_pad * element_bytes) % 64 == 0 && (dv_pad * element_bytes) % 64 == 0 ? 64
+                                                                                     : 32;
+}
 FJ_BUDGET constexpr int bwd_dkdv_sm90_tile_cols(int pad, int slice, int splits) {
   return pad > splits * slice ? pad : splits * slice;
 }
-FJ_BUDGET constexpr int bwd_dkdv_sm90_shared_bytes(int element_bytes, int dqk_pad, int dv_pad,
-                                                   int dk_slice, int dv_slice, int splits,
-                                                   int block_m, int block_n, int stages,
-                                                   int dq_bytes) {
-  return ((panels(dqk_pad, element_bytes) + panels(dv_pad, element_bytes)) * block_n +
-          (panels(bwd_dkdv_sm90_tile_cols(dqk_pad, dk_slice, splits), element_bytes) +
-           panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes)) *
-              stages * block_m) *
-             kPanelRowBytes +
+// K, V and the ring in panels of `row_bytes` rows (bwd_sm90_panel_row_bytes), then the rest
+// from a 1024-byte boundary.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_shared_bytes(int element_bytes, int row_bytes, int dqk_pad,
+                                                   int dv_pad, int dk_slice, int dv_slice,
+                                                   int splits, int block_m, int block_n,
+                                                   int stages, int dq_bytes) {
+  return align_1024(
+             ((panels(dqk_pad, element_bytes, row_bytes) + panels(dv_pad, element_bytes, row_bytes)) *
+                  block_n +
+              (panels(bwd_dkdv_sm90_tile_cols(dqk_pad, dk_slice, splits), element_bytes, row_bytes) +
+               panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes, row_bytes)) *
+                  stages * block_m) *
+             row_bytes) +
          bwd_dkdv_sm90_pt_bytes(block_m, block_n) + dq_bytes + stages * block_m * 2 * 4 +
-         bwd_sm90_barrier_bytes(stages) + 1024;
+         bwd_sm90_barrier_bytes(stages);
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_slice,
                                                          int block_m) {

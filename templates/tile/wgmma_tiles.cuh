@@ -1,6 +1,8 @@
-// Products of whole tiles with wgmma over 128-byte swizzled panels (the layout TMA writes), for
-// 16-bit elements: a k16 step is 32 bytes along a K-major row, or 16 rows (2048 bytes) down an
-// MN-major panel; 64-column panels lie `panel_bytes` apart. The backward's sm90 kernels use them.
+// Products of whole tiles with wgmma over swizzled panels (the layout TMA writes), for 16-bit
+// elements: rows of kRow bytes (128 by default; 64 or 32 where a head dim's padded rows are
+// no multiple of 128 bytes, so that no panel is mostly padding), kRow / 2 columns a panel; a
+// k16 step is 32 bytes along a K-major row, or 16 rows (16 * kRow bytes) down an MN-major
+// panel; panels lie `panel_bytes` apart. The backward's sm90 kernels use them.
 #pragma once
 
 #include "../arch/sm90.cuh"
@@ -9,45 +11,48 @@ namespace fj {
 
 // D = A B^T over kSteps k16 steps, A's 64 rows and B's N rows both K-major (D's first step
 // overwrites, the others accumulate).
-template <int N, int kSteps>
+template <int N, int kSteps, int kRow = 128>
 __device__ __forceinline__ void wgmma_ss_k_major(float (&d)[N / 8][4], u32 a, int a_panel_bytes,
                                                  u32 b, int b_panel_bytes) {
-  constexpr int kStepBytes = 32, kStepsPerPanel = 128 / kStepBytes;
+  constexpr int kStepBytes = 32, kStepsPerPanel = kRow / kStepBytes;
 #pragma unroll
   for (int t = 0; t < kSteps; ++t) {
     const int panel = t / kStepsPerPanel;
     const u32 in_panel = (t % kStepsPerPanel) * kStepBytes;
-    Wgmma<N>::ss(d, smem_desc_sw128(a + panel * a_panel_bytes + in_panel, 16, 1024),
-                 smem_desc_sw128(b + panel * b_panel_bytes + in_panel, 16, 1024), t > 0);
+    Wgmma<N>::ss(d, smem_desc_swizzled<kRow>(a + panel * a_panel_bytes + in_panel, 16),
+                 smem_desc_swizzled<kRow>(b + panel * b_panel_bytes + in_panel, 16), t > 0);
   }
 }
 
 // D += X B over kSteps k16 steps: X from registers (pack_k16_steps), B's rows the K dimension
 // and its N columns MN-major from panel address b on. N past wgmma's 256 runs as 256 columns
-// (four panels) and then the rest.
-template <int N, int kSteps>
+// and then the rest.
+template <int N, int kSteps, int kRow = 128>
 __device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[N / 8][4], const u32 (&x)[kSteps][4],
                                                   u32 b, int b_panel_bytes) {
   if constexpr (N > 256) {
-    wgmma_rs_mn_major<256, kSteps>(reinterpret_cast<float(&)[32][4]>(d[0]), x, b, b_panel_bytes);
-    wgmma_rs_mn_major<N - 256, kSteps>(reinterpret_cast<float(&)[(N - 256) / 8][4]>(d[32]), x,
-                                       b + 4 * b_panel_bytes, b_panel_bytes);
+    constexpr int kPanels256 = 256 * 2 / kRow;  // the panels of 256 columns
+    wgmma_rs_mn_major<256, kSteps, kRow>(reinterpret_cast<float(&)[32][4]>(d[0]), x, b,
+                                         b_panel_bytes);
+    wgmma_rs_mn_major<N - 256, kSteps, kRow>(reinterpret_cast<float(&)[(N - 256) / 8][4]>(d[32]),
+                                             x, b + kPanels256 * b_panel_bytes, b_panel_bytes);
   } else {
 #pragma unroll
     for (int t = 0; t < kSteps; ++t)
-      Wgmma<N>::rs(d, x[t], smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), true);
+      Wgmma<N>::rs(d, x[t], smem_desc_swizzled<kRow>(b + t * 16 * kRow, b_panel_bytes), true);
   }
 }
 
 // D = A B over kSteps k16 steps, A's 64 rows and B's N columns both MN-major: their K rows
-// run down the panels, 16 to a step (D's first step overwrites, the others accumulate).
-template <int N, int kSteps>
+// run down the panels, 16 to a step (D's first step overwrites, the others accumulate); A's
+// rows are kRowA bytes, B's kRowB.
+template <int N, int kSteps, int kRowA = 128, int kRowB = 128>
 __device__ __forceinline__ void wgmma_ss_mn_major(float (&d)[N / 8][4], u32 a, int a_panel_bytes,
                                                   u32 b, int b_panel_bytes) {
 #pragma unroll
   for (int t = 0; t < kSteps; ++t)
-    Wgmma<N>::ss_mn(d, smem_desc_sw128(a + t * 2048, a_panel_bytes, 1024),
-                    smem_desc_sw128(b + t * 2048, b_panel_bytes, 1024), t > 0);
+    Wgmma<N>::ss_mn(d, smem_desc_swizzled<kRowA>(a + t * 16 * kRowA, a_panel_bytes),
+                    smem_desc_swizzled<kRowB>(b + t * 16 * kRowB, b_panel_bytes), t > 0);
 }
 
 // An accumulator of kTiles n8 tiles, zeroed.

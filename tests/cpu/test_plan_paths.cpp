@@ -2,6 +2,7 @@
 // aligned tensors, the sm80 kernel everywhere else, and what each path's plan holds.
 #include <tuple>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "generator/bwd_dq_sm90_path.h"
 #include "generator/fwd_sm80_path.h"
 #include "generator/fwd_sm90_path.h"
+#include "generator/emit.h"
 #include "generator/plan.h"
 #include "generator/wgmma_emit.h"
 #include "runtime/backward_params.h"
@@ -286,12 +288,12 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
 
 TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit whole beside a "
           "64-row tile accumulate dQ in the dK/dV kernel, then convert it") {
-  // 128 query rows a step where the registers hold S^T and dP^T of 128 beside dK and dV, dQ's
-  // columns lie in one panel of K and shared memory holds the tiles (64/96's two panels of dO
-  // a slot do not), else 64.
-  for (const auto& [dqk, dv, block_m] : {std::tuple{64, 64, 128}, {128, 128, 64}, {72, 72, 64},
-                                         {1, 1, 128}, {48, 48, 128}, {49, 49, 128}, {128, 64, 64},
-                                         {32, 64, 128}, {64, 96, 64}}) {
+  // 128 query rows a step where the registers hold S^T and dP^T of 128 beside dK and dV and
+  // shared memory holds the tiles (d72 and 64/96 in 32- and 64-byte panels), else 64.
+  for (const auto& [dqk, dv, block_m] : {std::tuple{64, 64, 128}, {128, 128, 64}, {72, 72, 128},
+                                         {80, 80, 128}, {96, 96, 64}, {1, 1, 128}, {48, 48, 128},
+                                         {49, 49, 128}, {128, 64, 64}, {32, 64, 128},
+                                         {64, 96, 128}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
     REQUIRE(op.launches.size() == 3);
@@ -305,6 +307,17 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     // The conversion reads dq_accum by the dK/dV kernel's column split.
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
     CHECK(op.launches[2].dv_splits == op.launches[1].dv_splits);
+  }
+  // Panels of 128-byte rows where the tiles fit so; d72's and 64/96's 128 query rows fit only
+  // in narrower ones (32 and 64 bytes: no padding columns), which the tensor maps swizzle alike.
+  for (const auto& [dqk, dv, row_bytes] : {std::tuple{64, 64, 128}, {72, 72, 32}, {80, 80, 32},
+                                           {64, 96, 64}, {96, 96, 128}, {100, 100, 128},
+                                           {128, 128, 128}, {192, 192, 128}}) {
+    INFO(dqk, "/", dv);
+    const Plan p = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {}).launches[1];
+    CHECK(p.panel_row_bytes == row_bytes);
+    CHECK(gen::emit_source(p).find(fmt::format("kPanelRowBytes = {};", row_bytes)) !=
+          std::string::npos);
   }
   // Where the dK/dV kernel would split the columns over CTAs and two ring slots fit, 64 keys
   // a CTA pair the consumers (whole columns, 64 query rows a step).
@@ -376,14 +389,21 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, false) == 2 * 64 * 64 * 2 + 64 * (128 + 64) * 4);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(96, 64) == 64 * 96 * 4 + 16);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 128) == 0);
-  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 192, 192, 192, 192, 1, 96, 64, 2, 0) ==
-        (6 * 64 + 6 * 2 * 96) * 128 + (64 * 96 * 4 + 16) + 2 * 96 * 8 + 8 * 5 + 1024);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 128, 192, 192, 192, 192, 1, 96, 64, 2, 0) ==
+        (6 * 64 + 6 * 2 * 96) * 128 + (64 * 96 * 4 + 16) + 2 * 96 * 8 + 8 * 5);
+  // Narrower panels (32-byte rows: 80 columns in 160 bytes, not 256), the head tiles then
+  // aligned to 1024 bytes for the 128-byte swizzled dS^T.
+  CHECK(b::bwd_sm90_panel_row_bytes(80, 80, 2) == 32);
+  CHECK(b::bwd_sm90_panel_row_bytes(96, 96, 2) == 64);
+  CHECK(b::bwd_sm90_panel_row_bytes(128, 64, 2) == 128);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 32, 80, 80, 80, 80, 1, 48, 128, 2, 0) ==
+        b::align_1024((2 * 128 + 2 * 2 * 48) * 160) + 2 * 48 * 8 + 8 * 5);
   // The ordered variant adds a mailbox a consumer.
   CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, true) ==
         b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) + 2 * b::kDqMailboxBytes);
   const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
   CHECK(p.shared_bytes ==
-        b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
+        b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
             b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false));
 }
 
