@@ -115,6 +115,16 @@ TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile c
   for (const Plan& plan : rt::plan_backward(sparse, "sm_80", {}).launches) {
     check_compiles_clean(plan);
   }
+  // The sm90 dK/dV/dQ kernels at the register budget's 208 (d72 and d80 at 128 query rows a
+  // step, in 32-byte panels; the ordered one too), and d64's ordered kernel, which spilled
+  // 8-12 bytes with the shared-memory base taken as declared rather than rounded up.
+  for (const char* yaml : {"head_dim: 72\n",
+                           "head_dim: 80\ncausal: true\nbackward: {deterministic: true}\n",
+                           "head_dim: 64\ncausal: true\nbackward: {deterministic: true}\n"}) {
+    const Plan plan = rt::plan_backward(Spec::from_yaml(yaml), "sm_90a", {}).launches[1];
+    CHECK(plan.tiles.block_m == 128);
+    check_compiles_clean(plan);
+  }
   // Decode's split kernel, dense and paged: d256 causal on sm_90a (255 registers, 4-8 bytes,
   // before the copies' unroll cap) and 48 rows of d80 causal (before the mask's budget).
   struct DecodeCase {
