@@ -16,7 +16,7 @@ uint64_t stride_bytes(int64_t stride, int extent, int element_bytes) {
 
 // Boxes of one panel's columns (rows of `row_bytes`, the swizzle span) by `box_rows` rows.
 TensorMapBox box_of(const gen::ElementType& element, const TensorRows& rows, int box_rows,
-                    int row_bytes = 128) {
+                    int row_bytes) {
   const int e = element.bytes;
   TensorMapBox box;
   box.element = element.tma_type;
@@ -43,9 +43,10 @@ ForwardTensorMaps make_tensor_maps(Driver& driver, const gen::Plan& plan, const 
   const gen::ElementType& e = gen::element_type(s.dtype);
   ForwardTensorMaps maps;
   // Q arrives in two boxes, one a consumer warp group (its 64 rows: kernels/fwd_sm90.cuh).
-  driver.encode_tensor_map(maps.q.bytes, box_of(e, q_rows(s, a), plan.tiles.block_m / 2));
-  driver.encode_tensor_map(maps.k.bytes, box_of(e, k_rows(s, a), plan.tiles.block_n));
-  driver.encode_tensor_map(maps.v.bytes, box_of(e, v_rows(s, a), plan.tiles.block_n));
+  const int row = plan.panel_row_bytes;
+  driver.encode_tensor_map(maps.q.bytes, box_of(e, q_rows(s, a), plan.tiles.block_m / 2, row));
+  driver.encode_tensor_map(maps.k.bytes, box_of(e, k_rows(s, a), plan.tiles.block_n, row));
+  driver.encode_tensor_map(maps.v.bytes, box_of(e, v_rows(s, a), plan.tiles.block_n, row));
   return maps;
 }
 

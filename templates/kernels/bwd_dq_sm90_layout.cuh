@@ -23,6 +23,7 @@ struct Sm90BwdDqLayout {
   static constexpr int kQkPanels = budget::panels(Cfg::kDqkPad, Element::kBytes);
   static constexpr int kVPanels = budget::panels(Cfg::kDvPad, Element::kBytes);
   static constexpr int kRow = budget::kPanelRowBytes;
+  static_assert(Cfg::kPanelRowBytes == kRow, "the tensor maps write 128-byte rows");
   static constexpr int kQPanelBytes = Cfg::kBlockM * kRow;  // a 64-column panel of Q or dO
   static constexpr int kKPanelBytes = Cfg::kBlockN * kRow;  // of a K or V tile
   static constexpr int kKBytes = kQkPanels * kKPanelBytes;  // one ring slot's K

@@ -52,6 +52,7 @@ struct Sm90FwdLayout {
   static constexpr int kQkPanels = (Cfg::kDqkPad * Element::kBytes + 127) / 128;
   static constexpr int kVPanels = (Cfg::kDvSlice * Element::kBytes + 127) / 128;
   static constexpr int kPanelRowBytes = 128;
+  static_assert(Cfg::kPanelRowBytes == kPanelRowBytes, "the tensor maps write 128-byte rows");
   static constexpr int kQBytes = kQkPanels * Cfg::kBlockM * kPanelRowBytes;
   static constexpr int kKPanelBytes = Cfg::kBlockN * kPanelRowBytes;
   static constexpr int kKBytes = kQkPanels * kKPanelBytes;  // one ring slot
