@@ -167,20 +167,13 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-// Shared-memory matrix descriptor for a tile in the 128-byte swizzled layout TMA writes with
-// CU_TENSOR_MAP_SWIZZLE_128B: start address >> 4 (bits 0-13), leading byte offset >> 4
-// (16-29), stride byte offset >> 4 (32-45), swizzle mode 1 = 128B (bits 62-63). Tiles are
-// 1024-byte aligned, so the base offset (bits 49-51) is 0.
-//   K-major (Q, K): rows of 64 elements; SBO = 1024 (8 rows); LBO unused.
-//   MN-major (V):   LBO = bytes between 64-column panels; SBO = 1024 (8 keys).
-__host__ __device__ constexpr u64 smem_desc_sw128(u32 addr, u32 lbo, u32 sbo) {
-  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>((lbo >> 4) & 0x3FFFu) << 16) |
-         (static_cast<u64>((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
-
-// The same for rows of `kRowBytes` (128, 64 or 32: TMA's SWIZZLE_128B, _64B, _32B), swizzle
-// mode 1, 2 or 3; a tile's rows are kRowBytes apart, so SBO (8 rows) is 8 * kRowBytes, and an
-// MN-major operand's panels are kRowBytes / 2 columns of 16-bit elements wide.
+// Shared-memory matrix descriptor for a tile in the swizzled layout TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B, _64B or _32B (rows of kRowBytes): start address >> 4 (bits
+// 0-13), leading byte offset >> 4 (16-29), stride byte offset >> 4 (32-45), swizzle mode 1, 2
+// or 3 (bits 62-63). Tiles are aligned to their swizzle pattern, so the base offset (bits
+// 49-51) is 0; a tile's rows are kRowBytes apart, so SBO (8 rows) is 8 * kRowBytes.
+//   K-major (Q, K): LBO unused.
+//   MN-major (V):   LBO = bytes between panels of kRowBytes / 2 columns of 16-bit elements.
 template <int kRowBytes>
 __host__ __device__ constexpr u64 smem_desc_swizzled(u32 addr, u32 lbo) {
   static_assert(kRowBytes == 128 || kRowBytes == 64 || kRowBytes == 32, "TMA's swizzle spans");

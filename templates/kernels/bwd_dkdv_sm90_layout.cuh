@@ -85,16 +85,15 @@ struct Sm90BwdDkDvLayoutOf {
                 "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D "
                 "and the barriers");
   // The two consumers' shares of the split's kDkSlice dQ columns at 64 rows a step: a share
-  // lies inside one 64-column panel of K or starts on one (an MN-major operand's columns
-  // cannot cross a panel edge mid-panel). At 128 rows each takes 64 rows, every column.
+  // lies inside one panel of K or starts on one (an MN-major operand's columns cannot start
+  // mid-panel). At 128 rows each takes 64 rows, every column.
   static constexpr bool kDqRowsSplit = budget::bwd_dkdv_sm90_dq_rows_split(Cfg::kBlockM);
   static constexpr int kDqCols0 = budget::bwd_dkdv_sm90_dq_cols0(Cfg::kDkSlice);
   static constexpr int kDqCols1 = Cfg::kDkSlice - kDqCols0;
   static_assert(kDqTileRows * Element::kBytes == kDsRow, "dS^T panels of 64 queries, dQ's wgmma M");
   static_assert(!kAccumulateDq || Cfg::kBlockM == kDqTileRows ||
                     kDqRowsSplit,
-                "a step is one block of dq_accum, or two (one a consumer, whose dQ product's "
-                "columns lie in one panel of K)");
+                "a step is one block of dq_accum, or two (one a consumer, every column)");
 
   static_assert((kPaired ? budget::bwd_dkdv_sm90_paired_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                   Cfg::kBlockM, kAccumulateDq)

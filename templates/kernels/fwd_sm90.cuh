@@ -292,7 +292,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 8][4], u32 q_
   using Element = typename Cfg::Element;
   constexpr int kStepBytes = Element::kMmaK * Element::kBytes;
   constexpr int kStepsPerPanel = L::kPanelRowBytes / kStepBytes;
-  const u64 q_desc = smem_desc_sw128(q_tile, 16, 1024);
+  const u64 q_desc = smem_desc_swizzled<L::kPanelRowBytes>(q_tile, 16);
 #pragma unroll
   for (int t = 0; t < L::kQkSteps; ++t) {
     const u32 in_panel = (t % kStepsPerPanel) * kStepBytes;
@@ -300,7 +300,8 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 8][4], u32 q_
     // compiler cannot keep all kQkSteps of them live across it (64 bits each).
     const int panel = t / kStepsPerPanel;
     const u64 a = desc_advance(q_desc, panel * Cfg::kBlockM * L::kPanelRowBytes + in_panel);
-    const u64 b = smem_desc_sw128(k_tile + panel * L::kKPanelBytes + in_panel, 16, 1024);
+    const u64 b =
+        smem_desc_swizzled<L::kPanelRowBytes>(k_tile + panel * L::kKPanelBytes + in_panel, 16);
     Wgmma<Cfg::kBlockN>::ss(s, a, b, t > 0);
   }
 }
@@ -315,7 +316,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[Cfg::kDvSlice / 8][4],
 #pragma unroll
   for (int t = 0; t < L::kPvSteps; ++t)
     Wgmma<Cfg::kDvSlice>::rs(
-        o, p[t], smem_desc_sw128(v_tile + t * kStepBytes, L::kKPanelBytes, 1024), true);
+        o, p[t],
+        smem_desc_swizzled<L::kPanelRowBytes>(v_tile + t * kStepBytes, L::kKPanelBytes), true);
 }
 
 template <class Cfg>
