@@ -63,7 +63,7 @@ int shared_bytes_at(const PaddedDims& dims, const Tiles& t, int row_bytes, DqAdd
 // 128-byte panel rows where the tiles fit so, else the narrowest padding
 // (bwd_sm90_panel_row_bytes): with the tiles unchanged, 32-byte panels ran 8% slower at
 // d100 and d136 on an H100, where d80 at 128 query rows a step (which only they hold) ran
-// 14-16% faster than at 64 (bench/NOTES.md entry 41).
+// 14-20% faster than at 64 (bench/NOTES.md entry 41).
 int panel_row_bytes_for(const PaddedDims& dims, const Tiles& t, DqAdds adds) {
   if (t.block_n == kPairedKeys ||
       shared_bytes_at(dims, t, fj::budget::kPanelRowBytes, adds) <= max_shared_bytes("sm_90a"))
