@@ -114,10 +114,10 @@ double max_abs(const HostView& view, int batches, int rows, int heads, int dim) 
 }  // namespace
 
 double gradient_error_bound(std::span<const double> reference, std::span<const double> lowp,
-                            double cancellation) {
+                            double cancellation, double lowp_floor) {
   if (reference.size() != lowp.size())
     throw std::invalid_argument("verify::gradient_error_bound: the spans differ in size");
-  double lowp_error = 0, fp32_rounding = 0;
+  double lowp_error = lowp_floor, fp32_rounding = 0;
   for (size_t e = 0; e < reference.size(); ++e) {
     lowp_error = std::max(lowp_error, std::abs(lowp[e] - reference[e]));
     const float r = static_cast<float>(reference[e]);
@@ -125,6 +125,11 @@ double gradient_error_bound(std::span<const double> reference, std::span<const d
     fp32_rounding = std::max(fp32_rounding, static_cast<double>(std::abs(shifted - r)));
   }
   return 2 * lowp_error + 2 * fp32_rounding + 2 * cancellation;
+}
+
+double dv_rounding_floor(double max_dv_p_spread, DType dtype) {
+  const double u = std::ldexp(1.0, dtype == DType::BF16 ? -8 : -11);
+  return 3 * u / std::sqrt(3.0) * max_dv_p_spread;
 }
 
 double backward_flops(const Spec& spec, const Shape& shape) {
@@ -204,7 +209,8 @@ BackwardRunResult run_backward(Runtime& runtime, const Spec& spec, const Shape& 
       gradient_error_bound(exact.dq, lowp.dq, exact.dq_cancellation) + 2 * d_effect_on_dq;
   result.dk_bound = gradient_error_bound(exact.dk, lowp.dk, exact.dk_cancellation) +
                     2 * d_error * exact.max_p_q_column;
-  result.dv_bound = gradient_error_bound(exact.dv, lowp.dv);
+  result.dv_bound = gradient_error_bound(exact.dv, lowp.dv, 0,
+                                        dv_rounding_floor(exact.max_dv_p_spread, dtype));
   result.dq = compare(got.dq, exact.dq, {.atol = result.dq_bound, .rtol = 0});
   result.dk = compare(got.dk, exact.dk, {.atol = result.dk_bound, .rtol = 0});
   result.dv = compare(got.dv, exact.dv, {.atol = result.dv_bound, .rtol = 0});

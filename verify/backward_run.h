@@ -38,7 +38,7 @@ struct BackwardRunResult {
 
 // FlashAttention's acceptance rule for gradients (hopper/test_flash_attn.py): a kernel's
 // gradient G passes against the fp64 reference R when
-//   max |G - R| <= 2 max |L - R| + 2 max |fl32(fl32(R) + 0.3) - 0.3 - fl32(R)| + 2 C,
+//   max |G - R| <= 2 max(max |L - R|, F) + 2 max |fl32(fl32(R) + 0.3) - 0.3 - fl32(R)| + 2 C,
 // L being the same computation done in the low dtype the way PyTorch does it
 // (lowp_backward): twice the error of an ordinary low-precision implementation, plus twice
 // the rounding an fp32 value of R's size carries (which keeps the bound above zero where L
@@ -47,9 +47,21 @@ struct BackwardRunResult {
 // the rule misses where dS is exactly 0. Returns the right-hand side. run_backward adds one
 // more term to dQ's and dK's bounds: twice how far D = rowsum(dO ∘ O) moves them when O is
 // read in the element type, as the recomputing backward reads it (backward_run.cpp says how
-// it is bounded); the references compute D from P and dP, exactly.
+// it is bounded); the references compute D from P and dP, exactly. F (`lowp_floor`, ours too)
+// is the least max |L - R| counts for: dV's is three standard deviations of the error that
+// rounding P gives it (ReferenceGradients::max_dv_p_spread), which the largest of a small
+// tensor's L errors can miss by chance; 0 for dQ and dK.
 double gradient_error_bound(std::span<const double> reference, std::span<const double> lowp,
-                            double cancellation = 0);
+                            double cancellation = 0, double lowp_floor = 0);
+
+// dV's F: three standard deviations of the error rounding P to `dtype` (unit roundoff u)
+// gives a dV element. Each P_ij moves by at most u P_ij, about uniformly, so dV_jd by a sum of
+// independent terms of spread at most u / sqrt(3) sqrt(Σ_i P_ij² dO_id²), the largest of
+// which is ReferenceGradients::max_dv_p_spread. The low-dtype computation rounds P too, but
+// the largest of its errors over a small tensor can fall well below that spread: at head dim
+// 1 and 17 keys (17 elements) 4 of 60 GPU runs failed without F, as a CPU replay of the
+// kernel's arithmetic did (bench/NOTES.md entry 42).
+double dv_rounding_floor(double max_dv_p_spread, DType dtype);
 
 // FLOPs of the backward pass (DESIGN.md): 2.5 x forward_flops.
 double backward_flops(const Spec& spec, const Shape& shape);

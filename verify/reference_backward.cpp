@@ -83,6 +83,7 @@ std::vector<Real> row_max_abs(const Panel<Real>& panel, int dim) {
 template <class Real>
 struct QueryHead {
   Panel<Real> q, d_o;  // q holds scale * Q
+  std::vector<Real> d_o_sq_cols;  // dO² in d_o.cols' order (the fp64 reference's P spread)
   std::vector<Real> lse, delta;
   std::vector<Real> d_o_norm, q_max;
 };
@@ -98,6 +99,7 @@ struct KeyHead {
 // dK), before the fp32 rounding factor; and per key Σ_i P_ij max_d |scale Q_id|.
 struct CancellationTerms {
   std::vector<double> dq_rows, dk_keys, p_q_keys;
+  std::vector<double> dv_spread_keys;  // per key: max_d Σ_i P_ij² dO_id² (fp64 reference only)
 };
 
 template <class Real>
@@ -183,9 +185,12 @@ struct Walk {
     const int rows = r1 - r0;
     std::vector<Real> k_sum(static_cast<size_t>(keys) * dqk), v_sum(static_cast<size_t>(keys) * dv);
     std::vector<Real> size(keys, Real{0}), p_q(keys, Real{0});
+    const bool spread = !round.dtype;  // the fp64 reference's ReferenceGradients::max_dv_p_spread
+    std::vector<Real> spread_sum(spread ? v_sum.size() : 0);
     if (rows > 0) {
       std::vector<Real> pt(static_cast<size_t>(keys) * rows), dst(pt.size());
       std::vector<Real> gk(k_sum.size()), gv(v_sum.size());
+      std::vector<Real> p_sq(spread ? pt.size() : 0), gs(spread ? gv.size() : 0);
       for (int h = hkv * group; h < (hkv + 1) * group; ++h) {
         const QueryHead<Real>& qh = heads[static_cast<size_t>(b) * p.heads_q + h];
         multiply_abt(kv.k.rows.data() + static_cast<size_t>(j0) * dqk, dqk,
@@ -206,6 +211,12 @@ struct Walk {
           }
         multiply_abt(pt.data(), rows, qh.d_o.cols.data() + r0, qh.d_o.n, gv.data(), dv, keys,
                      dv, rows);
+        if (spread) {
+          for (size_t e = 0; e < pt.size(); ++e) p_sq[e] = pt[e] * pt[e];
+          multiply_abt(p_sq.data(), rows, qh.d_o_sq_cols.data() + r0, qh.d_o.n, gs.data(), dv,
+                       keys, dv, rows);
+          for (size_t e = 0; e < gs.size(); ++e) spread_sum[e] += gs[e];
+        }
         multiply_abt(dst.data(), rows, qh.q.cols.data() + r0, qh.q.n, gk.data(), dqk, keys, dqk,
                      rows);
         for (size_t e = 0; e < gv.size(); ++e) v_sum[e] += round(gv[e]);
@@ -214,6 +225,9 @@ struct Walk {
     }
     for (int t = 0; t < keys; ++t) {
       const size_t row = (static_cast<size_t>(b) * p.seqlen_k + j0 + t) * p.heads_kv + hkv;
+      if (spread)
+        terms.dv_spread_keys[row] = *std::max_element(spread_sum.begin() + t * dv,
+                                                      spread_sum.begin() + (t + 1) * dv);
       terms.dk_keys[row] = size[t] * (kv.v_norm[j0 + t] + kv.v_norm_max);
       terms.p_q_keys[row] = p_q[t];
       for (int d = 0; d < dqk; ++d) dk[row * dqk + d] = round(k_sum[static_cast<size_t>(t) * dqk + d]);
@@ -235,6 +249,8 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
     QueryHead<Real>& qh = heads[task];
     qh.q = make_panel(q, b, h, p.seqlen_q, dqk, walk.scale, round);
     qh.d_o = make_panel(d_o, b, h, p.seqlen_q, dv, Real{1}, round);
+    if (!round.dtype)
+      for (Real x : qh.d_o.cols) qh.d_o_sq_cols.push_back(x * x);
     qh.lse.resize(p.seqlen_q);
     qh.delta.resize(p.seqlen_q);
     qh.d_o_norm = row_norms(qh.d_o, dv);
@@ -257,6 +273,7 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   out.dv.resize(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv * dv);
   CancellationTerms terms{
       std::vector<double>(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q),
+      std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv),
       std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv),
       std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv)};
   const int row_blocks = (p.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
@@ -285,6 +302,8 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   for (double x : terms.dq_rows) out.dq_cancellation = std::max(out.dq_cancellation, rounding * x);
   for (double x : terms.dk_keys) out.dk_cancellation = std::max(out.dk_cancellation, rounding * x);
   for (double x : terms.p_q_keys) out.max_p_q_column = std::max(out.max_p_q_column, x);
+  for (double x : terms.dv_spread_keys)
+    out.max_dv_p_spread = std::max(out.max_dv_p_spread, std::sqrt(x));
   return out;
 }
 
@@ -320,6 +339,7 @@ ReferenceGradients gradients(const AttentionProblem& p, HostView q, HostView k, 
     out.dq_cancellation = std::max(out.dq_cancellation, part.dq_cancellation);
     out.dk_cancellation = std::max(out.dk_cancellation, part.dk_cancellation);
     out.max_p_q_column = std::max(out.max_p_q_column, part.max_p_q_column);
+    out.max_dv_p_spread = std::max(out.max_dv_p_spread, part.max_dv_p_spread);
   }
   return out;
 }

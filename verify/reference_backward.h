@@ -31,6 +31,11 @@ struct ReferenceGradients {
   // The largest over keys j of Σ_i P_ij max_d |scale Q_id| (over the GQA group): how far an
   // error δ in every D_i can move dK (dK_j = Σ_i P_ij (dP_ij - D_i) scale Q_i).
   double max_p_q_column = 0;
+  // The largest over dV's elements (key j, column d) of sqrt(Σ_i P_ij² dO_id²) (over the GQA
+  // group): rounding each P_ij to a dtype of unit roundoff u moves dV_jd by a sum of
+  // independent roundings of spread at most u / sqrt(3) times it (gradient_error_bound's
+  // floor). fp64 reference only (0 from lowp_backward).
+  double max_dv_p_spread = 0;
 };
 
 // In fp64. Runs on `threads` threads (0: all hardware threads), splitting over batch, heads
