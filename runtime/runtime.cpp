@@ -250,7 +250,7 @@ class JitKernel final : public Kernel {
       names += (names.empty() ? "" : ", ") + buffer.name.substr(buffer.name.find('_') + 1);
     const auto tma = std::find_if(plan.launches.begin(), plan.launches.end(),
                                   [](const gen::Plan& launch) { return launch.path->tma_loads; });
-    const std::string line = fmt::format("{}: {} copied into 16-byte rows for TMA "
+    const std::string line = fmt::format("{}: {} copied into padded rows for TMA "
                                          "(cuMemcpy3DAsync)", tma->kernel_name, names);
     std::lock_guard<std::mutex> lock(mutex_);
     if (said_.insert(line).second) rt::verbose_line(line);

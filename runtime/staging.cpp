@@ -9,6 +9,13 @@ namespace flashjit::rt {
 namespace {
 
 constexpr size_t kTmaAlign = 16;
+// Where a backward kernel streams a tensor's rows (Q and dO: the dK/dV kernel loads each once
+// a key block), rows longer than kLongRow bytes load faster starting on 64-byte boundaries. On
+// an H200, rows padded to 128 bytes made the backward's kernels 8.5% faster at d136 and 5.5% at
+// d200 (16-byte aligned rows), 4% at d224 and none at d160 (64-byte aligned), most of it in the
+// dK/dV kernel (bench/NOTES.md entry 42).
+constexpr size_t kStreamAlign = 64;
+constexpr int64_t kLongRow = 256;
 
 // A dimension of the row view: its stride (elements) and extent; which one it is.
 struct RowDim {
@@ -27,15 +34,21 @@ struct Level {
 
 }  // namespace
 
-bool tma_addressable(const TensorRows& r, int e) {
+bool rows_aligned(const TensorRows& r, int e, size_t align) {
   const auto ok = [&](int64_t stride, int extent) {
-    return extent <= 1 || static_cast<uint64_t>(stride) * e % kTmaAlign == 0;
+    return extent <= 1 || static_cast<uint64_t>(stride) * e % align == 0;
   };
-  return reinterpret_cast<uintptr_t>(r.base) % kTmaAlign == 0 && ok(r.stride.batch, r.batch) &&
+  return reinterpret_cast<uintptr_t>(r.base) % align == 0 && ok(r.stride.batch, r.batch) &&
          ok(r.stride.seq, r.seqlen) && ok(r.stride.head, r.heads);
 }
 
-std::optional<StagedRows> staged_rows(const TensorRows& r, int e) {
+bool tma_addressable(const TensorRows& r, int e) { return rows_aligned(r, e, kTmaAlign); }
+
+size_t streamed_row_align(const TensorRows& r, int e) {
+  return static_cast<int64_t>(r.dim) * e > kLongRow ? kStreamAlign : kTmaAlign;
+}
+
+std::optional<StagedRows> staged_rows(const TensorRows& r, int e, size_t align) {
   const int64_t row_bytes = static_cast<int64_t>(r.dim) * e;
   std::array<RowDim, 3> all = {RowDim{r.stride.head, r.heads, &TensorStrides::head},
                                RowDim{r.stride.seq, r.seqlen, &TensorStrides::seq},
@@ -68,7 +81,7 @@ std::optional<StagedRows> staged_rows(const TensorRows& r, int e) {
     return std::nullopt;
 
   StagedRows s;
-  const size_t pitch = (static_cast<size_t>(row_bytes) + kTmaAlign - 1) / kTmaAlign * kTmaAlign;
+  const size_t pitch = (static_cast<size_t>(row_bytes) + align - 1) / align * align;
   s.copy.src = reinterpret_cast<DevicePtr>(r.base);
   s.copy.row_bytes = static_cast<size_t>(row_bytes);
   s.copy.height = static_cast<size_t>(rows.extent);
@@ -102,15 +115,23 @@ std::vector<ScratchBuffer> Staging::scratch() const {
 
 namespace {
 
-Staging staging_of(std::initializer_list<TensorRows> views, int e) {
+// A tensor and the row alignment its kernels load it at best (16 bytes: TMA's own rule).
+struct LoadedRows {
+  TensorRows rows;
+  size_t align = kTmaAlign;
+};
+
+// Each tensor in place where its rows have their alignment, else copied when one 3-d copy can
+// (a tensor TMA can load in place stays there when it cannot).
+Staging staging_of(std::initializer_list<LoadedRows> views, int e) {
   Staging s;
-  for (const TensorRows& rows : views) {
-    if (tma_addressable(rows, e)) {
+  for (const LoadedRows& view : views) {
+    if (rows_aligned(view.rows, e, view.align)) {
       s.tensors.emplace_back();
       continue;
     }
-    s.tensors.push_back(staged_rows(rows, e));
-    if (!s.tensors.back()) s.possible = false;
+    s.tensors.push_back(staged_rows(view.rows, e, view.align));
+    if (!s.tensors.back() && !tma_addressable(view.rows, e)) s.possible = false;
   }
   return s;
 }
@@ -139,14 +160,19 @@ void stage_targets(Driver& driver, const Staging& staging, const std::vector<voi
 }  // namespace
 
 Staging forward_staging(const Spec& spec, const ForwardArgs& a) {
-  return staging_of({q_rows(spec, a), k_rows(spec, a), v_rows(spec, a)},
+  return staging_of({{q_rows(spec, a)}, {k_rows(spec, a)}, {v_rows(spec, a)}},
                     gen::element_type(spec.dtype).bytes);
 }
 
 Staging backward_staging(const Spec& spec, const BackwardArgs& a) {
   const ForwardArgs& f = a.forward;
-  return staging_of({q_rows(spec, f), k_rows(spec, f), v_rows(spec, f), d_o_rows(spec, a)},
-                    gen::element_type(spec.dtype).bytes);
+  const int e = gen::element_type(spec.dtype).bytes;
+  const TensorRows q = q_rows(spec, f), d_o = d_o_rows(spec, a);
+  return staging_of({{q, streamed_row_align(q, e)},
+                     {k_rows(spec, f)},
+                     {v_rows(spec, f)},
+                     {d_o, streamed_row_align(d_o, e)}},
+                    e);
 }
 
 ForwardArgs stage(Driver& driver, const Staging& staging, const std::vector<void*>& buffers,

@@ -108,3 +108,51 @@ TEST_CASE("staging: a call stages only what TMA cannot load, a buffer each, in o
 }
 
 }  // namespace flashjit
+
+namespace flashjit {
+
+TEST_CASE("staging: the backward copies long Q and dO rows off 64-byte boundaries, not K or V") {
+  Spec spec;
+  spec.name = "d136";
+  spec.head_dim_qk = spec.head_dim_v = 136;
+  BackwardArgs g;
+  g.forward = ForwardArgs::contiguous(spec, 2, 15, 5, 300, 500);
+  g.forward.q = g.forward.k = g.forward.v = at(uintptr_t{1} << 20);
+  g.d_o = at(uintptr_t{1} << 21);
+  g.d_o_stride = g.forward.o_stride;
+  rt::Staging s = rt::backward_staging(spec, g);
+  CHECK(s.possible);
+  REQUIRE(s.scratch().size() == 2);
+  CHECK(s.scratch()[0].name == "staged_q");
+  CHECK(s.scratch()[1].name == "staged_d_o");
+  REQUIRE(s.tensors[0].has_value());
+  CHECK(s.tensors[0]->copy.row_bytes == 272);
+  CHECK(s.tensors[0]->copy.dst_pitch == 320);  // 272 bytes rounded up to 64
+  CHECK(s.tensors[0]->stride.head == 160);
+  CHECK(s.scratch()[0].bytes == size_t{320} * 2 * 300 * 15);
+  // The forward loads them in place (16-byte rows).
+  CHECK_FALSE(rt::forward_staging(spec, g.forward).any());
+
+  // Rows already on 64-byte boundaries (head strides of 160 elements) stay in place.
+  const TensorStrides padded{300 * 15 * 160, 15 * 160, 160};
+  g.forward.q_stride = g.d_o_stride = padded;
+  CHECK_FALSE(rt::backward_staging(spec, g).any());
+
+  // Rows TMA can load that one 3-d copy cannot gather stay in place as well.
+  g.forward.q_stride = {300 * 15 * 192 + 64, 15 * 192, 136};
+  s = rt::backward_staging(spec, g);
+  CHECK(s.possible);
+  CHECK_FALSE(s.any());
+
+  // Rows of 256 bytes or fewer (d100's 200) take the 16-byte padding only.
+  spec.head_dim_qk = spec.head_dim_v = 100;
+  g.forward = ForwardArgs::contiguous(spec, 2, 15, 5, 300, 500);
+  g.forward.q = g.forward.k = g.forward.v = at(uintptr_t{1} << 20);
+  g.d_o_stride = g.forward.o_stride;
+  s = rt::backward_staging(spec, g);
+  REQUIRE(s.tensors[0].has_value());
+  CHECK(s.tensors[0]->copy.dst_pitch == 208);
+  CHECK(s.scratch().size() == 4);
+}
+
+}  // namespace flashjit
