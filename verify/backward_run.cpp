@@ -127,9 +127,9 @@ double gradient_error_bound(std::span<const double> reference, std::span<const d
   return 2 * lowp_error + 2 * fp32_rounding + 2 * cancellation;
 }
 
-double dv_rounding_floor(double max_dv_p_spread, DType dtype) {
+double rounding_floor(double spread, DType dtype) {
   const double u = std::ldexp(1.0, dtype == DType::BF16 ? -8 : -11);
-  return 3 * u / std::sqrt(3.0) * max_dv_p_spread;
+  return 3 * u / std::sqrt(3.0) * spread;
 }
 
 double backward_flops(const Spec& spec, const Shape& shape) {
@@ -205,12 +205,14 @@ BackwardRunResult run_backward(Runtime& runtime, const Spec& spec, const Shape& 
   const double d_error = d_rounding_error(o_values, d_o_values, spec.head_dim_v, dtype);
   const double d_effect_on_dq =
       d_error * problem.scale() * max_abs(k, n, k_rows(shape), shape.heads_kv, spec.head_dim_qk);
-  result.dq_bound =
-      gradient_error_bound(exact.dq, lowp.dq, exact.dq_cancellation) + 2 * d_effect_on_dq;
-  result.dk_bound = gradient_error_bound(exact.dk, lowp.dk, exact.dk_cancellation) +
+  result.dq_bound = gradient_error_bound(exact.dq, lowp.dq, exact.dq_cancellation,
+                                         rounding_floor(exact.dq_rounding_spread, dtype)) +
+                    2 * d_effect_on_dq;
+  result.dk_bound = gradient_error_bound(exact.dk, lowp.dk, exact.dk_cancellation,
+                                         rounding_floor(exact.dk_rounding_spread, dtype)) +
                     2 * d_error * exact.max_p_q_column;
   result.dv_bound = gradient_error_bound(exact.dv, lowp.dv, 0,
-                                        dv_rounding_floor(exact.max_dv_p_spread, dtype));
+                                         rounding_floor(exact.dv_rounding_spread, dtype));
   result.dq = compare(got.dq, exact.dq, {.atol = result.dq_bound, .rtol = 0});
   result.dk = compare(got.dk, exact.dk, {.atol = result.dk_bound, .rtol = 0});
   result.dv = compare(got.dv, exact.dv, {.atol = result.dv_bound, .rtol = 0});

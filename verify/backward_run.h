@@ -48,20 +48,20 @@ struct BackwardRunResult {
 // more term to dQ's and dK's bounds: twice how far D = rowsum(dO ∘ O) moves them when O is
 // read in the element type, as the recomputing backward reads it (backward_run.cpp says how
 // it is bounded); the references compute D from P and dP, exactly. F (`lowp_floor`, ours too)
-// is the least max |L - R| counts for: dV's is three standard deviations of the error that
-// rounding P gives it (ReferenceGradients::max_dv_p_spread), which the largest of a small
-// tensor's L errors can miss by chance; 0 for dQ and dK.
+// is the least max |L - R| counts for: three standard deviations of the error that rounding
+// P and dS to the dtype gives the tensor (rounding_floor), which the largest of a small
+// tensor's L errors can fall short of by chance.
 double gradient_error_bound(std::span<const double> reference, std::span<const double> lowp,
                             double cancellation = 0, double lowp_floor = 0);
 
-// dV's F: three standard deviations of the error rounding P to `dtype` (unit roundoff u)
-// gives a dV element. Each P_ij moves by at most u P_ij, about uniformly, so dV_jd by a sum of
-// independent terms of spread at most u / sqrt(3) sqrt(Σ_i P_ij² dO_id²), the largest of
-// which is ReferenceGradients::max_dv_p_spread. The low-dtype computation rounds P too, but
-// the largest of its errors over a small tensor can fall well below that spread: at head dim
-// 1 and 17 keys (17 elements) 4 of 60 GPU runs failed without F, as a CPU replay of the
-// kernel's arithmetic did (bench/NOTES.md entry 42).
-double dv_rounding_floor(double max_dv_p_spread, DType dtype);
+// F for a tensor of rounding spread `spread` (ReferenceGradients::dq_rounding_spread and its
+// siblings): three standard deviations of the error rounding P and dS to `dtype` gives an
+// element, 3 u / sqrt(3) spread with u the dtype's unit roundoff. The low-dtype computation
+// rounds them too, but the largest of its errors over a tensor of a few elements can fall
+// well below that: at head dim 1, 128 queries against 17 keys (dV: 17 elements), 4 of 60 GPU
+// runs failed dV without F, as a CPU replay of the kernel's arithmetic did, and the replay
+// found dQ and dK failing so too (1 query row: a few elements) (bench/NOTES.md entry 42).
+double rounding_floor(double spread, DType dtype);
 
 // FLOPs of the backward pass (DESIGN.md): 2.5 x forward_flops.
 double backward_flops(const Spec& spec, const Shape& shape);

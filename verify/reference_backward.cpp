@@ -34,6 +34,7 @@ template <class Real>
 struct Panel {
   int n = 0;
   std::vector<Real> rows, cols;
+  std::vector<Real> squared_cols;  // cols squared: the fp64 reference's rounding spreads only
 };
 
 // `factor` scales each (rounded) element before it is rounded again: Q enters as scale Q.
@@ -50,6 +51,8 @@ Panel<Real> make_panel(const HostView& t, int b, int h, int n, int dim, Real fac
       panel.cols[static_cast<size_t>(d) * n + i] = x;
     }
   }
+  if (!round.dtype)
+    for (Real x : panel.cols) panel.squared_cols.push_back(x * x);
   return panel;
 }
 
@@ -83,7 +86,6 @@ std::vector<Real> row_max_abs(const Panel<Real>& panel, int dim) {
 template <class Real>
 struct QueryHead {
   Panel<Real> q, d_o;  // q holds scale * Q
-  std::vector<Real> d_o_sq_cols;  // dO² in d_o.cols' order (the fp64 reference's P spread)
   std::vector<Real> lse, delta;
   std::vector<Real> d_o_norm, q_max;
 };
@@ -99,7 +101,9 @@ struct KeyHead {
 // dK), before the fp32 rounding factor; and per key Σ_i P_ij max_d |scale Q_id|.
 struct CancellationTerms {
   std::vector<double> dq_rows, dk_keys, p_q_keys;
-  std::vector<double> dv_spread_keys;  // per key: max_d Σ_i P_ij² dO_id² (fp64 reference only)
+  // Per row of dQ, key of dK and key of dV: the largest squared rounding spread of its
+  // elements (ReferenceGradients::dq_rounding_spread), without dQ's scale; fp64 reference only.
+  std::vector<double> dq_spread_rows, dk_spread_keys, dv_spread_keys;
 };
 
 template <class Real>
@@ -110,6 +114,21 @@ struct Walk {
 
   bool sees(int b, int h, int i, int j) const {
     return j >= p.first_key(i) && j < p.end_key(i) && p.block_visible_at(b, h, i, j);
+  }
+
+  // The fp64 reference measures how far rounding P and dS can move the gradients
+  // (ReferenceGradients::dq_rounding_spread); the low-precision replay does not.
+  bool spreads() const { return !round.dtype; }
+
+  // sum[t * dim + d] += Σ_r m[t * rows + r]² panel(r0 + r, d)²: a [keys, rows] matrix of the
+  // key walk (P^T or dS^T) squared, times a query head's squared panel.
+  static void add_squared_product(const std::vector<Real>& m, int rows, const Panel<Real>& panel,
+                                  int r0, int dim, int keys, std::vector<Real>& sum) {
+    std::vector<Real> squared(m.size()), product(static_cast<size_t>(keys) * dim);
+    for (size_t e = 0; e < m.size(); ++e) squared[e] = m[e] * m[e];
+    multiply_abt(squared.data(), rows, panel.squared_cols.data() + r0, panel.n, product.data(),
+                 dim, keys, dim, rows);
+    for (size_t e = 0; e < product.size(); ++e) sum[e] += product[e];
   }
 
   // dQ of rows [r0, r1) of (batch b, query head h), with their LSE and D.
@@ -164,6 +183,16 @@ struct Walk {
           std::abs(scale) * qh.d_o_norm[i] * size;
     }
     std::vector<Real> g(static_cast<size_t>(rows) * dqk);
+    if (spreads()) {  // Σ_j dS_ij² K_jd²
+      std::vector<Real> ds_squared(ds.size());
+      for (size_t e = 0; e < ds.size(); ++e) ds_squared[e] = ds[e] * ds[e];
+      multiply_abt(ds_squared.data(), nk, kv.k.squared_cols.data() + k0, kv.k.n, g.data(), dqk,
+                   rows, dqk, nk);
+      for (int r = 0; r < rows; ++r)
+        terms.dq_spread_rows[(static_cast<size_t>(b) * p.heads_q + h) * p.seqlen_q + r0 + r] =
+            *std::max_element(g.begin() + static_cast<size_t>(r) * dqk,
+                              g.begin() + static_cast<size_t>(r + 1) * dqk);
+    }
     multiply_abt(ds.data(), nk, kv.k.cols.data() + k0, kv.k.n, g.data(), dqk, rows, dqk, nk);
     for (int r = 0; r < rows; ++r)
       for (int d = 0; d < dqk; ++d)
@@ -185,12 +214,11 @@ struct Walk {
     const int rows = r1 - r0;
     std::vector<Real> k_sum(static_cast<size_t>(keys) * dqk), v_sum(static_cast<size_t>(keys) * dv);
     std::vector<Real> size(keys, Real{0}), p_q(keys, Real{0});
-    const bool spread = !round.dtype;  // the fp64 reference's ReferenceGradients::max_dv_p_spread
-    std::vector<Real> spread_sum(spread ? v_sum.size() : 0);
+    // Σ_i dS_ij² (scale Q_id)² and Σ_i P_ij² dO_id², over the group (spreads() only)
+    std::vector<Real> dk_spread(spreads() ? k_sum.size() : 0), dv_spread(spreads() ? v_sum.size() : 0);
     if (rows > 0) {
       std::vector<Real> pt(static_cast<size_t>(keys) * rows), dst(pt.size());
       std::vector<Real> gk(k_sum.size()), gv(v_sum.size());
-      std::vector<Real> p_sq(spread ? pt.size() : 0), gs(spread ? gv.size() : 0);
       for (int h = hkv * group; h < (hkv + 1) * group; ++h) {
         const QueryHead<Real>& qh = heads[static_cast<size_t>(b) * p.heads_q + h];
         multiply_abt(kv.k.rows.data() + static_cast<size_t>(j0) * dqk, dqk,
@@ -211,23 +239,24 @@ struct Walk {
           }
         multiply_abt(pt.data(), rows, qh.d_o.cols.data() + r0, qh.d_o.n, gv.data(), dv, keys,
                      dv, rows);
-        if (spread) {
-          for (size_t e = 0; e < pt.size(); ++e) p_sq[e] = pt[e] * pt[e];
-          multiply_abt(p_sq.data(), rows, qh.d_o_sq_cols.data() + r0, qh.d_o.n, gs.data(), dv,
-                       keys, dv, rows);
-          for (size_t e = 0; e < gs.size(); ++e) spread_sum[e] += gs[e];
-        }
         multiply_abt(dst.data(), rows, qh.q.cols.data() + r0, qh.q.n, gk.data(), dqk, keys, dqk,
                      rows);
+        if (spreads()) {
+          add_squared_product(pt, rows, qh.d_o, r0, dv, keys, dv_spread);
+          add_squared_product(dst, rows, qh.q, r0, dqk, keys, dk_spread);
+        }
         for (size_t e = 0; e < gv.size(); ++e) v_sum[e] += round(gv[e]);
         for (size_t e = 0; e < gk.size(); ++e) k_sum[e] += round(gk[e]);
       }
     }
     for (int t = 0; t < keys; ++t) {
       const size_t row = (static_cast<size_t>(b) * p.seqlen_k + j0 + t) * p.heads_kv + hkv;
-      if (spread)
-        terms.dv_spread_keys[row] = *std::max_element(spread_sum.begin() + t * dv,
-                                                      spread_sum.begin() + (t + 1) * dv);
+      if (spreads()) {
+        terms.dk_spread_keys[row] = *std::max_element(dk_spread.begin() + t * dqk,
+                                                      dk_spread.begin() + (t + 1) * dqk);
+        terms.dv_spread_keys[row] = *std::max_element(dv_spread.begin() + t * dv,
+                                                      dv_spread.begin() + (t + 1) * dv);
+      }
       terms.dk_keys[row] = size[t] * (kv.v_norm[j0 + t] + kv.v_norm_max);
       terms.p_q_keys[row] = p_q[t];
       for (int d = 0; d < dqk; ++d) dk[row * dqk + d] = round(k_sum[static_cast<size_t>(t) * dqk + d]);
@@ -249,8 +278,6 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
     QueryHead<Real>& qh = heads[task];
     qh.q = make_panel(q, b, h, p.seqlen_q, dqk, walk.scale, round);
     qh.d_o = make_panel(d_o, b, h, p.seqlen_q, dv, Real{1}, round);
-    if (!round.dtype)
-      for (Real x : qh.d_o.cols) qh.d_o_sq_cols.push_back(x * x);
     qh.lse.resize(p.seqlen_q);
     qh.delta.resize(p.seqlen_q);
     qh.d_o_norm = row_norms(qh.d_o, dv);
@@ -274,6 +301,8 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   CancellationTerms terms{
       std::vector<double>(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q),
       std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv),
+      std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv),
+      std::vector<double>(static_cast<size_t>(p.batch) * p.heads_q * p.seqlen_q),
       std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv),
       std::vector<double>(static_cast<size_t>(p.batch) * p.seqlen_k * p.heads_kv)};
   const int row_blocks = (p.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
@@ -302,8 +331,12 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   for (double x : terms.dq_rows) out.dq_cancellation = std::max(out.dq_cancellation, rounding * x);
   for (double x : terms.dk_keys) out.dk_cancellation = std::max(out.dk_cancellation, rounding * x);
   for (double x : terms.p_q_keys) out.max_p_q_column = std::max(out.max_p_q_column, x);
-  for (double x : terms.dv_spread_keys)
-    out.max_dv_p_spread = std::max(out.max_dv_p_spread, std::sqrt(x));
+  const auto largest = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : std::sqrt(*std::max_element(v.begin(), v.end()));
+  };
+  out.dq_rounding_spread = std::abs(static_cast<double>(walk.scale)) * largest(terms.dq_spread_rows);
+  out.dk_rounding_spread = largest(terms.dk_spread_keys);
+  out.dv_rounding_spread = largest(terms.dv_spread_keys);
   return out;
 }
 
@@ -339,7 +372,9 @@ ReferenceGradients gradients(const AttentionProblem& p, HostView q, HostView k, 
     out.dq_cancellation = std::max(out.dq_cancellation, part.dq_cancellation);
     out.dk_cancellation = std::max(out.dk_cancellation, part.dk_cancellation);
     out.max_p_q_column = std::max(out.max_p_q_column, part.max_p_q_column);
-    out.max_dv_p_spread = std::max(out.max_dv_p_spread, part.max_dv_p_spread);
+    out.dq_rounding_spread = std::max(out.dq_rounding_spread, part.dq_rounding_spread);
+    out.dk_rounding_spread = std::max(out.dk_rounding_spread, part.dk_rounding_spread);
+    out.dv_rounding_spread = std::max(out.dv_rounding_spread, part.dv_rounding_spread);
   }
   return out;
 }

@@ -31,11 +31,14 @@ struct ReferenceGradients {
   // The largest over keys j of Σ_i P_ij max_d |scale Q_id| (over the GQA group): how far an
   // error δ in every D_i can move dK (dK_j = Σ_i P_ij (dP_ij - D_i) scale Q_i).
   double max_p_q_column = 0;
-  // The largest over dV's elements (key j, column d) of sqrt(Σ_i P_ij² dO_id²) (over the GQA
-  // group): rounding each P_ij to a dtype of unit roundoff u moves dV_jd by a sum of
-  // independent roundings of spread at most u / sqrt(3) times it (gradient_error_bound's
-  // floor). fp64 reference only (0 from lowp_backward).
-  double max_dv_p_spread = 0;
+  // What rounding P and dS to a dtype of unit roundoff u (every backward does, before the
+  // products) can do to the gradients: each rounded entry moves by at most u times itself,
+  // about uniformly, so an element by a sum of independent terms whose standard deviation is
+  // at most u / sqrt(3) times (the largest over elements, over the GQA group)
+  //   dQ_id: |scale| sqrt(Σ_j dS_ij² K_jd²)   dK_jd: sqrt(Σ_i dS_ij² (scale Q_id)²)
+  //   dV_jd: sqrt(Σ_i P_ij² dO_id²)
+  // gradient_error_bound's floor (rounding_floor). fp64 reference only (0 from lowp_backward).
+  double dq_rounding_spread = 0, dk_rounding_spread = 0, dv_rounding_spread = 0;
 };
 
 // In fp64. Runs on `threads` threads (0: all hardware threads), splitting over batch, heads

@@ -58,8 +58,8 @@ TEST_CASE("gradient bound: a floor under the low-precision error") {
   CHECK(gradient_error_bound(std::vector<double>{0.5}, std::vector<double>{0.5 + 1e-3}, 0, 1e-4) ==
         doctest::Approx(2e-3));
   // 3 u / sqrt(3) times the spread: u = 2^-8 for bf16, 2^-11 for fp16.
-  CHECK(dv_rounding_floor(2.0, DType::BF16) == doctest::Approx(std::sqrt(3.0) * 2 / 256));
-  CHECK(dv_rounding_floor(2.0, DType::F16) == doctest::Approx(std::sqrt(3.0) * 2 / 2048));
+  CHECK(rounding_floor(2.0, DType::BF16) == doctest::Approx(std::sqrt(3.0) * 2 / 256));
+  CHECK(rounding_floor(2.0, DType::F16) == doctest::Approx(std::sqrt(3.0) * 2 / 2048));
 }
 
 }  // namespace flashjit::verify

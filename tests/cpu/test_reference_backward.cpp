@@ -309,8 +309,46 @@ TEST_CASE("reference backward: one key per row: dS = 0, and the cancellation ter
                                              d_o_norm * 2 * std::sqrt(v_norm) * k_max));
 }
 
-TEST_CASE("reference backward: dV's P spread, and the floor it puts under the gradient bound") {
-  // One key: P = 1 everywhere, so the spread is the largest column norm of dO.
+namespace {
+
+// A bf16 kernel's gradients replayed on a head-dim-1 problem with heads_kv 1: P in fp32 from the
+// exact LSE, D from O rounded to bf16, dS = P (dP - D); P and dS rounded to bf16 before the
+// products, which sum in fp32; dQ and dK scaled, and every gradient rounded to bf16.
+struct Replay {
+  std::vector<double> dq, dk, dv;
+  double d_error = 0;  // u max_i |dO_i O_i|: what reading O in bf16 can do to D (run_backward's)
+};
+Replay replay_d1_kernel(const AttentionProblem& p, const Tensors& t) {
+  const auto bf = [](double x) { return round_to(DType::BF16, static_cast<float>(x)); };
+  const ReferenceOutput fwd = reference_forward(p, t.q_view(p), t.k_view(p), t.v_view(p), 1);
+  const int hq = p.heads_q, sq = p.seqlen_q, sk = p.seqlen_k;
+  const float scale = static_cast<float>(p.scale());
+  std::vector<float> dq(static_cast<size_t>(sq) * hq, 0.f), dk(sk, 0.f), dv(sk, 0.f);
+  Replay r;
+  for (int h = 0; h < hq; ++h)
+    for (int i = 0; i < sq; ++i) {
+      const size_t row = static_cast<size_t>(i) * hq + h;
+      const float d = t.d_o[row] * bf(fwd.o[row]);
+      r.d_error = std::max(r.d_error, std::ldexp(std::abs(double{d}), -8));
+      const float lse = static_cast<float>(fwd.lse[static_cast<size_t>(h) * sq + i]);
+      for (int j = p.first_key(i); j < p.end_key(i); ++j) {
+        const float prob = std::exp(t.q[row] * t.k[j] * scale - lse);
+        const float ds = bf(prob * (t.d_o[row] * t.v[j] - d));
+        dv[j] += bf(prob) * t.d_o[row];
+        dk[j] += ds * t.q[row];
+        dq[row] += ds * t.k[j];
+      }
+    }
+  for (float x : dq) r.dq.push_back(bf(x * scale));
+  for (float x : dk) r.dk.push_back(bf(x * scale));
+  for (float x : dv) r.dv.push_back(bf(x));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("reference backward: rounding spreads, and the floor they put under the gradient bound") {
+  // One key: P = 1 and dS = 0 everywhere, so dV's spread is the largest column norm of dO.
   AttentionProblem one;
   one.seqlen_q = 9;
   one.head_dim_qk = one.head_dim_v = 3;
@@ -321,44 +359,51 @@ TEST_CASE("reference backward: dV's P spread, and the floor it puts under the gr
     for (int i = 0; i < 9; ++i) sum += double{t1.d_o[i * 3 + d]} * t1.d_o[i * 3 + d];
     want = std::max(want, std::sqrt(sum));
   }
-  CHECK(backward(one, t1).max_dv_p_spread == doctest::Approx(want));
+  const ReferenceGradients g1 = backward(one, t1);
+  CHECK(g1.dv_rounding_spread == doctest::Approx(want));
+  CHECK(g1.dq_rounding_spread == 0.0);
+  CHECK(g1.dk_rounding_spread == 0.0);
 
-  // A bf16 kernel's dV at head dim 1, 17 keys, causal, GQA 3:1 (17 elements), replayed: P
-  // from the exact LSE, rounded to bf16, summed in fp32, dV rounded. Without the floor, 2 x
-  // the low-precision error alone failed 1 run in about 70 of these; with it, none may.
-  AttentionProblem p;
-  p.heads_q = 3;
-  p.seqlen_q = 128;
-  p.seqlen_k = 17;
-  p.causal = true;
-  int below_lowp = 0;
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
-    Tensors t(p, seed);
-    for (auto* x : {&t.q, &t.k, &t.v, &t.d_o})
-      for (float& e : *x) e = round_to(DType::BF16, e);
-    const ReferenceGradients exact = backward(p, t);
-    const ReferenceGradients lowp =
-        lowp_backward(p, t.q_view(p), t.k_view(p), t.v_view(p), t.d_o_view(p), DType::BF16);
-    const ReferenceOutput fwd = reference_forward(p, t.q_view(p), t.k_view(p), t.v_view(p), 1);
-    std::vector<double> dv(17);
-    for (int j = 0; j < 17; ++j) {
-      float sum = 0;
-      for (int h = 0; h < 3; ++h)
-        for (int i = 0; i < 128; ++i) {
-          if (j < p.first_key(i) || j >= p.end_key(i)) continue;
-          const float s = t.q[i * 3 + h] * t.k[j];  // scale 1 at head dim 1
-          const float prob = round_to(DType::BF16, std::exp(s - static_cast<float>(fwd.lse[h * 128 + i])));
-          sum += prob * t.d_o[i * 3 + h];
-        }
-      dv[j] = round_to(DType::BF16, sum);
+  // Head dim 1, where a tensor has a few elements: 128 queries against 17 keys, causal (dV's
+  // 17 elements; the GPU's failures of entry 42), and 1 query against 17 keys (dQ's 2).
+  // Without the floor, 2 x the low-precision error alone failed about 1% of these; with it,
+  // none may.
+  AttentionProblem causal, one_row;
+  causal.heads_q = 3;
+  causal.seqlen_q = 128;
+  causal.seqlen_k = 17;
+  causal.causal = true;
+  one_row.heads_q = 2;
+  one_row.seqlen_k = 17;
+  int beyond_lowp = 0;
+  for (const AttentionProblem* p : {&causal, &one_row})
+    for (uint64_t seed = 1; seed <= 200; ++seed) {
+      Tensors t(*p, seed);
+      for (auto* x : {&t.q, &t.k, &t.v, &t.d_o})
+        for (float& e : *x) e = round_to(DType::BF16, e);
+      const ReferenceGradients exact = backward(*p, t);
+      const ReferenceGradients lowp =
+          lowp_backward(*p, t.q_view(*p), t.k_view(*p), t.v_view(*p), t.d_o_view(*p), DType::BF16);
+      const Replay got = replay_d1_kernel(*p, t);
+      // The bounds as run_backward makes them: dQ's and dK's also carry D's rounding.
+      double k_max = 0;
+      for (float x : t.k) k_max = std::max(k_max, double{std::abs(x)});
+      const auto check = [&](const std::vector<double>& g, const std::vector<double>& r,
+                             const std::vector<double>& l, double cancellation, double d_term,
+                             double spread) {
+        const double error = max_diff(g, r);
+        beyond_lowp += error > gradient_error_bound(r, l, cancellation) + d_term ? 1 : 0;
+        return error <= gradient_error_bound(r, l, cancellation,
+                                             rounding_floor(spread, DType::BF16)) + d_term;
+      };
+      INFO("seqlen_q " << p->seqlen_q << " seed " << seed);
+      CHECK(check(got.dv, exact.dv, lowp.dv, 0, 0, exact.dv_rounding_spread));
+      CHECK(check(got.dk, exact.dk, lowp.dk, exact.dk_cancellation,
+                  2 * got.d_error * exact.max_p_q_column, exact.dk_rounding_spread));
+      CHECK(check(got.dq, exact.dq, lowp.dq, exact.dq_cancellation,
+                  2 * got.d_error * p->scale() * k_max, exact.dq_rounding_spread));
     }
-    const double error = max_diff(dv, exact.dv);
-    below_lowp += error > gradient_error_bound(exact.dv, lowp.dv) ? 1 : 0;
-    INFO("seed " << seed);
-    CHECK(error <= gradient_error_bound(exact.dv, lowp.dv, 0,
-                                        dv_rounding_floor(exact.max_dv_p_spread, DType::BF16)));
-  }
-  MESSAGE(below_lowp << " of 200 replays beyond 2 x the low-precision error alone");
+  MESSAGE(beyond_lowp << " of 1200 replayed gradients beyond 2 x the low-precision error alone");
 }
 
 }  // namespace flashjit::verify
