@@ -306,7 +306,9 @@ class Kernel {
   // O), then dK/dV and dQ). Without a workspace the runtime takes one from the stream-ordered
   // pool of the GPU for the call. Compiles on first use, as forward().
   virtual void backward(const BackwardArgs& args, void* stream = nullptr) = 0;
-  // Bytes of workspace a backward call with these arguments needs (256-byte aligned).
+  // Bytes of workspace a backward call with these arguments needs (256-byte aligned): dQ's
+  // fp32 accumulator and D, and the copies of Q, K, V and dO the TMA kernels load (rows off
+  // 16-byte boundaries; Q and dO rows longer than 256 bytes off 64-byte ones).
   virtual size_t backward_workspace_bytes(const BackwardArgs& args) const = 0;
   // Merges two partial results of this kernel's dtype and head_dim_v (MergeArgs): one launch
   // on `stream`, compiled on first use.
