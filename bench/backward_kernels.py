@@ -35,6 +35,10 @@ def main() -> int:
                         "up to d128 on sm90, the two kernels past it)")
     p.add_argument("--dims", default="",
                    help="comma-separated head dims qk[/v] to run (default: all of SHAPES)")
+    p.add_argument("--row-pad", type=int, default=0, metavar="N",
+                   help="Q, K, V and dO as views into rows padded to a multiple of N elements "
+                        "(64: 128-byte aligned bf16 rows), the same values: how the rows' "
+                        "alignment moves the kernels (bench/NOTES.md entry 42)")
     args = p.parse_args()
     wanted = {d for d in args.dims.split(",") if d}
     runtime = fj.Runtime(fj.Library(args.lib))
@@ -45,10 +49,12 @@ def main() -> int:
         kernel = runtime.kernel(f"name: split_{dqk}_{dv}\nhead_dim_qk: {dqk}\nhead_dim_v: {dv}\n"
                                 f"dtype: bf16\ncausal: {'true' if args.causal else 'false'}\n"
                                 f"backward: {{deterministic: {det}}}\n")
-        q, k = (torch.randn(1, SEQLEN, heads, dqk, dtype=torch.bfloat16, device="cuda")
-                for _ in range(2))
-        v, d_o = (torch.randn(1, SEQLEN, heads, dv, dtype=torch.bfloat16, device="cuda")
-                  for _ in range(2))
+        def rows(dim):
+            width = -(-dim // args.row_pad) * args.row_pad if args.row_pad else dim
+            return torch.randn(1, SEQLEN, heads, width, dtype=torch.bfloat16,
+                               device="cuda")[..., :dim]
+        q, k = rows(dqk), rows(dqk)
+        v, d_o = rows(dv), rows(dv)
         call = FlashjitCall(torch, kernel, q, k, v, d_o, 1 / math.sqrt(dqk))
         call.forward()
         backward = call.backward()
