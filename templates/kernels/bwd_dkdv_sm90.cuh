@@ -102,6 +102,19 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
     }
     const int slot = j % Cfg::kStages;
     mbar_wait(sm.empty(slot), ((j / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
+    // Q's and dO's copies first, so that their latency runs beside the rows' global loads
+    // below rather than after them.
+    if (lane == 0) {
+      mbar_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
+#pragma unroll 1
+      for (int panel = 0; panel < L::kQPanels; ++panel)
+        tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * L::kPanelCols,
+                    seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
+#pragma unroll 1
+      for (int panel = 0; panel < L::kDoPanels; ++panel)
+        tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * L::kPanelCols,
+                    seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
+    }
     // The rows' LSE in the log2 domain and D (0 past the sequence end).
     const long long row0 = lse_row0<Cfg::kVarlen>(p, seq, kb.batch, head) + m0;
     const u32 rows = sm.rows_at(slot);
@@ -112,19 +125,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       st_shared_u32(rows + 4 * (Cfg::kBlockM + r),
                     __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
     }
-    if (lane != 0) {
-      mbar_arrive(sm.full(slot));  // this lane's rows are written
-      continue;
-    }
-    mbar_arrive_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
-#pragma unroll 1
-    for (int panel = 0; panel < L::kQPanels; ++panel)
-      tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * L::kPanelCols,
-                  seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
-#pragma unroll 1
-    for (int panel = 0; panel < L::kDoPanels; ++panel)
-      tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * L::kPanelCols,
-                  seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
+    mbar_arrive(sm.full(slot));  // this lane's rows are written
   }
 }
 
@@ -323,7 +324,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
     tma_prefetch_descriptor(tm_do);
     mbar_init(sm.kv_full(), 1);
     for (int slot = 0; slot < Cfg::kStages; ++slot) {
-      mbar_init(sm.full(slot), 32);  // every producer lane: its rows; lane 0 also the bytes
+      mbar_init(sm.full(slot), 32);  // every producer lane: its rows (lane 0 announced the bytes)
       // Every consumer thread arrives once its reads of the slot are done: the LSE and D rows
       // are read by every lane (one lane's arrival after a __syncwarp would order them too,
       // but compute-sanitizer's racecheck credits a release only to the threads that arrive).
