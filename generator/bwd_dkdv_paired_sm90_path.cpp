@@ -4,8 +4,8 @@
 // dV, it holds whole columns up to about d368, and past that splits them in half as often
 // (d512: two CTAs a key block where bwd_dkdv_sm90 would need four, and K and V of 128 keys
 // would not fit its shared memory). It serves the calls the dQ variants leave: deterministic
-// specs, dims whose dQ stages leave no room for two ring slots (d200, d256) and those past
-// 256 columns. bwd_dq_sm90 (or bwd_dq_sm80) computes dQ after it.
+// specs, qk dims past 128 (d176, d192), dims whose dQ stages leave no room for two ring slots
+// (d200, d256) and those past 256 columns. bwd_dq_sm90 (or bwd_dq_sm80) computes dQ after it.
 #include <fmt/format.h>
 
 #include <vector>

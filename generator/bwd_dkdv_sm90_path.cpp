@@ -36,14 +36,16 @@ constexpr Tiles kPreferredWithDq[] = {
     {64, kBwdSm90BlockN, kBwdSm90Warps, 2},
 };
 // Where the dK/dV kernel would split the columns over CTAs (each recomputing S^T and dP^T,
-// and the dQ kernel both again), the dQ variant takes 64 keys a CTA and pairs its consumers on
-// them (kernels/bwd_dkdv_sm90.cuh), with two ring slots: d192 409 TFLOP/s against the split
-// kernels' 342 on the H200. Not elsewhere: one slot (d200, d256), unsplit heads (d136,
-// 192/128) and the ordered adds (twice the key blocks a dQ tile waits for) ran 4-28% slower
-// than the kernels they would replace (bench/NOTES.md entry 34); at split dims those calls
-// take the paired dK/dV-only kernel (bwd_dkdv_paired_sm90_path.cpp).
+// and the dQ kernel both again), the dQ variant may take 64 keys a CTA and pair its consumers
+// on them (kernels/bwd_dkdv_sm90.cuh), with two ring slots, at qk dims up to kPairedDqCols:
+// 64-key CTAs add dQ up twice as often as 128-key ones, which the paired dK/dV-only kernel
+// with the dQ kernel (bwd_dkdv_paired_sm90_path.cpp) outran at d176 and d192 (H100: 10-17%,
+// causal too) but not at 128/256 (4% slower; bench/NOTES.md entry 43). Not elsewhere: one slot
+// (d200, d256), unsplit heads (d136, 192/128) and the ordered adds (twice the key blocks a dQ
+// tile waits for) ran 4-28% slower than the kernels they would replace (entry 34).
 constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
 constexpr Tiles kPaired = {64, kPairedKeys, kBwdSm90Warps, 2};
+constexpr int kPairedDqCols = 128;
 
 // The shared memory of every variant at panel rows of `row_bytes`: the dK/dV-only kernel's
 // column split, or the dQ variants' whole columns (`ordered`: adds in key-block order).
@@ -143,7 +145,7 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
 // Whether the dQ variant pairs its consumers for this spec (kPaired's comment says where).
 bool pairs_consumers(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
-  return bwd_dkdv_sm90_column_split(dims).splits > 1 &&
+  return dims.d_qk_pad <= kPairedDqCols && bwd_dkdv_sm90_column_split(dims).splits > 1 &&
          tiles_problem_with_dq(dims, kPaired, target).empty();
 }
 

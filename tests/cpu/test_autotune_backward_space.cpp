@@ -106,15 +106,18 @@ TEST_CASE("autotune backward: the dQ-accumulating kernel tunes its query step, a
   CHECK(space.candidates[1].dkdv == Tiles{64, 128, 12, 2});
   CHECK(space.candidates[2].dkdv == Tiles{64, 64, 12, 2});  // paired consumers, timed too
   CHECK(space.candidates.front().dq.is_auto());
-  // d128: the 64-row tiling and the paired one; d192 starts from the paired one.
+  // d128: the 64-row tiling and the paired one; 128/256 starts from the paired one.
   CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 2);
-  CHECK(backward_candidate_space(spec_of(192, 192, false), "sm_90a").candidates.front().dkdv ==
+  CHECK(backward_candidate_space(spec_of(128, 256, false), "sm_90a").candidates.front().dkdv ==
         Tiles{64, 64, 12, 2});
   // d256's dK and dV do not fit one CTA beside a 64-row tile, nor paired with dQ's stages and
-  // two ring slots: the paired dK/dV kernel and the dQ kernel serve it, with their grids.
-  const BackwardCandidateSpace d256 = backward_candidate_space(spec_of(256, 256, false), "sm_90a");
-  CHECK(std::string(d256.dkdv_path->name) == "bwd_dkdv_paired_sm90");
-  CHECK(d256.candidates.size() > 1);
+  // two ring slots, and d192's qk columns are past what the paired dQ variant takes: the paired
+  // dK/dV kernel and the dQ kernel serve them, with their grids.
+  for (const int d : {192, 256}) {
+    const BackwardCandidateSpace space = backward_candidate_space(spec_of(d, d, false), "sm_90a");
+    CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_paired_sm90");
+    CHECK(space.candidates.size() > 1);
+  }
 }
 
 TEST_CASE("autotune backward: the sm80 kernels' spaces on Ampere and Ada, pruned by shared "

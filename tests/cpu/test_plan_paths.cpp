@@ -320,8 +320,8 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
           std::string::npos);
   }
   // Where the dK/dV kernel would split the columns over CTAs and two ring slots fit, 64 keys
-  // a CTA pair the consumers (whole columns, 64 query rows a step).
-  for (const auto& [dqk, dv] : {std::pair{192, 192}, {176, 176}}) {
+  // a CTA pair the consumers (whole columns, 64 query rows a step), at qk dims up to 128.
+  for (const auto& [dqk, dv] : {std::pair{128, 256}, {112, 240}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
     CHECK(op.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
@@ -330,13 +330,14 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
   }
-  // Unsplit heads take the two deterministic kernels; split heads where dQ's stages leave one
-  // ring slot (d200, d256) or whose dQ shares would pass wgmma's N (d320), and deterministic
-  // specs, the paired dK/dV kernel and the dQ kernel.
+  // Unsplit heads take the two deterministic kernels; split heads of qk dims past 128 (d176,
+  // d192), where dQ's stages leave one ring slot (d200, d256) or whose dQ shares would pass
+  // wgmma's N (d320), and deterministic specs, the paired dK/dV kernel and the dQ kernel.
   Spec deterministic_d192 = spec_of(192, 192);
   deterministic_d192.deterministic = true;
   for (const Spec& s : {spec_of(136, 136), spec_of(192, 128), spec_of(64, 256), spec_of(320, 320),
-                        spec_of(200, 200), spec_of(256, 256), deterministic_d192}) {
+                        spec_of(200, 200), spec_of(256, 256), spec_of(176, 176),
+                        spec_of(192, 192), deterministic_d192}) {
     INFO(s.head_dim_qk, "/", s.head_dim_v);
     const bool split = s.head_dim_qk != 136 && s.head_dim_qk + s.head_dim_v > 336;
     const rt::OperationPlan op = rt::plan_backward(s, "sm_90a", {});
