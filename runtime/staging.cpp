@@ -10,15 +10,11 @@ namespace {
 
 constexpr size_t kTmaAlign = 16;
 // Where a backward kernel streams a tensor's rows (Q and dO: the dK/dV kernel loads each once
-// a key block), rows load faster starting on whole 32-byte sectors, and rows longer than
-// kLongRow bytes on 64-byte boundaries. Rows padded to 128 bytes made the backward's kernels
-// 8.5% faster at d136 and 5.5% at d200 (16-byte aligned rows; H200), 4% at d224 and none at
-// d160 (64-byte aligned), most of it in the dK/dV kernel (bench/NOTES.md entry 42); on an
-// H100 4-5% at d72 and d100 (144- and 200-byte rows) and none at d80 (160: whole sectors;
-// entry 43). Shorter rows than kSectorRow were not measured.
-constexpr size_t kSectorAlign = 32;
+// a key block), rows longer than kLongRow bytes load faster starting on 64-byte boundaries. On
+// an H200, rows padded to 128 bytes made the backward's kernels 8.5% faster at d136 and 5.5% at
+// d200 (16-byte aligned rows), 4% at d224 and none at d160 (64-byte aligned), most of it in the
+// dK/dV kernel (bench/NOTES.md entry 42).
 constexpr size_t kStreamAlign = 64;
-constexpr int64_t kSectorRow = 128;
 constexpr int64_t kLongRow = 256;
 
 // A dimension of the row view: its stride (elements) and extent; which one it is.
@@ -49,9 +45,7 @@ bool rows_aligned(const TensorRows& r, int e, size_t align) {
 bool tma_addressable(const TensorRows& r, int e) { return rows_aligned(r, e, kTmaAlign); }
 
 size_t streamed_row_align(const TensorRows& r, int e) {
-  const int64_t row_bytes = static_cast<int64_t>(r.dim) * e;
-  if (row_bytes > kLongRow) return kStreamAlign;
-  return row_bytes >= kSectorRow ? kSectorAlign : kTmaAlign;
+  return static_cast<int64_t>(r.dim) * e > kLongRow ? kStreamAlign : kTmaAlign;
 }
 
 std::optional<StagedRows> staged_rows(const TensorRows& r, int e, size_t align) {

@@ -6,8 +6,7 @@
 // the kernel's tensor maps point at the copy. It costs a read and a write of the tensor
 // (NOTES entry 30); the sm80 kernel, which loads such rows itself, serves what one 3-d copy
 // cannot express. The backward copies its streamed Q and dO rows too where they are long and
-// not 64-byte aligned (d136's 272-byte rows), or 128 to 256 bytes and not 32-byte aligned
-// (d72's 144), for speed (NOTES entries 42, 43).
+// not 64-byte aligned (d136's 272-byte rows), for speed (NOTES entry 42).
 #pragma once
 
 #include <optional>
@@ -33,7 +32,7 @@ bool rows_aligned(const TensorRows& rows, int element_bytes, size_t align);
 // Can TMA load `rows` where they lie (16-byte aligned rows)?
 bool tma_addressable(const TensorRows& rows, int element_bytes);
 // The alignment a backward kernel streams `rows` at best: 64 bytes for rows longer than 256,
-// 32 for rows of 128 to 256, else TMA's 16.
+// else TMA's 16.
 size_t streamed_row_align(const TensorRows& rows, int element_bytes);
 // `rows` copied into rows padded to `align` bytes; nullopt when one 3-d copy cannot do it
 // (its batch, sequence and head dimensions do not nest into two levels of evenly spaced rows).
@@ -42,8 +41,7 @@ std::optional<StagedRows> staged_rows(const TensorRows& rows, int element_bytes,
 
 // A call's staging: for each tensor the TMA kernels load (Q, K, V, and dO for the backward),
 // its copy, or none when TMA loads it where it lies. The backward also copies Q and dO rows
-// of 128 bytes or more that do not start on 32-byte boundaries, or 64-byte ones past 256
-// bytes (streamed_row_align).
+// longer than 256 bytes that do not start on 64-byte boundaries (streamed_row_align).
 struct Staging {
   std::vector<std::optional<StagedRows>> tensors;
   bool possible = true;  // every tensor addressable in place or stageable
