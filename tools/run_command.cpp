@@ -221,7 +221,8 @@ Command add_run_command(CLI::App& parent) {
       "check and time the backward instead: flashjit's forward gives O and LSE, then dQ, dK, dV "
       "are compared with the fp64 reference under FlashAttention's gradient rule (max error <= "
       "2 x that of the same computation in the low dtype + 2 x the fp32 rounding of the "
-      "reference; README says what dQ, dK and dV add to it); the time is the backward's alone, TFLOP/s count 2.5 x the forward's FLOPs");
+      "reference; README says what dQ, dK and dV add to it); the time is the backward's alone, "
+      "TFLOP/s count 2.5 x the forward's FLOPs");
   app->add_option("--deterministic-runs", o->deterministic_runs,
                   "with --backward: run the backward N times and require bitwise-equal dQ, dK, "
                   "dV")

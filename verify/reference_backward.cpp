@@ -42,7 +42,7 @@ template <class Real>
 Panel<Real> make_panel(const HostView& t, int b, int h, int n, int dim, Real factor,
                        const Rounding<Real>& round) {
   Panel<Real> panel{n, std::vector<Real>(static_cast<size_t>(n) * dim),
-                    std::vector<Real>(static_cast<size_t>(dim) * n)};
+                    std::vector<Real>(static_cast<size_t>(dim) * n), {}};
   for (int i = 0; i < n; ++i) {
     const float* row = t.data + b * t.stride.batch + i * t.stride.seq + h * t.stride.head;
     for (int d = 0; d < dim; ++d) {
@@ -120,14 +120,15 @@ struct Walk {
   // (ReferenceGradients::dq_rounding_spread); the low-precision replay does not.
   bool spreads() const { return !round.dtype; }
 
-  // sum[t * dim + d] += Σ_r m[t * rows + r]² panel(r0 + r, d)²: a [keys, rows] matrix of the
-  // key walk (P^T or dS^T) squared, times a query head's squared panel.
-  static void add_squared_product(const std::vector<Real>& m, int rows, const Panel<Real>& panel,
-                                  int r0, int dim, int keys, std::vector<Real>& sum) {
-    std::vector<Real> squared(m.size()), product(static_cast<size_t>(keys) * dim);
+  // sum[t * dim + d] += Σ_r m[t * depth + r]² panel(r0 + r, d)²: an [outer, depth] matrix of
+  // the walk (P^T or dS^T of a key block, dS of a query block) squared, times the squared
+  // panel rows it multiplies.
+  static void add_squared_product(const std::vector<Real>& m, int depth, const Panel<Real>& panel,
+                                  int r0, int dim, int outer, std::vector<Real>& sum) {
+    std::vector<Real> squared(m.size()), product(static_cast<size_t>(outer) * dim);
     for (size_t e = 0; e < m.size(); ++e) squared[e] = m[e] * m[e];
-    multiply_abt(squared.data(), rows, panel.squared_cols.data() + r0, panel.n, product.data(),
-                 dim, keys, dim, rows);
+    multiply_abt(squared.data(), depth, panel.squared_cols.data() + r0, panel.n, product.data(),
+                 dim, outer, dim, depth);
     for (size_t e = 0; e < product.size(); ++e) sum[e] += product[e];
   }
 
@@ -184,14 +185,12 @@ struct Walk {
     }
     std::vector<Real> g(static_cast<size_t>(rows) * dqk);
     if (spreads()) {  // Σ_j dS_ij² K_jd²
-      std::vector<Real> ds_squared(ds.size());
-      for (size_t e = 0; e < ds.size(); ++e) ds_squared[e] = ds[e] * ds[e];
-      multiply_abt(ds_squared.data(), nk, kv.k.squared_cols.data() + k0, kv.k.n, g.data(), dqk,
-                   rows, dqk, nk);
+      std::vector<Real> spread(g.size());
+      add_squared_product(ds, nk, kv.k, k0, dqk, rows, spread);
       for (int r = 0; r < rows; ++r)
         terms.dq_spread_rows[(static_cast<size_t>(b) * p.heads_q + h) * p.seqlen_q + r0 + r] =
-            *std::max_element(g.begin() + static_cast<size_t>(r) * dqk,
-                              g.begin() + static_cast<size_t>(r + 1) * dqk);
+            *std::max_element(spread.begin() + static_cast<size_t>(r) * dqk,
+                              spread.begin() + static_cast<size_t>(r + 1) * dqk);
     }
     multiply_abt(ds.data(), nk, kv.k.cols.data() + k0, kv.k.n, g.data(), dqk, rows, dqk, nk);
     for (int r = 0; r < rows; ++r)
@@ -215,7 +214,8 @@ struct Walk {
     std::vector<Real> k_sum(static_cast<size_t>(keys) * dqk), v_sum(static_cast<size_t>(keys) * dv);
     std::vector<Real> size(keys, Real{0}), p_q(keys, Real{0});
     // Σ_i dS_ij² (scale Q_id)² and Σ_i P_ij² dO_id², over the group (spreads() only)
-    std::vector<Real> dk_spread(spreads() ? k_sum.size() : 0), dv_spread(spreads() ? v_sum.size() : 0);
+    std::vector<Real> dk_spread(spreads() ? k_sum.size() : 0);
+    std::vector<Real> dv_spread(spreads() ? v_sum.size() : 0);
     if (rows > 0) {
       std::vector<Real> pt(static_cast<size_t>(keys) * rows), dst(pt.size());
       std::vector<Real> gk(k_sum.size()), gv(v_sum.size());
@@ -334,7 +334,8 @@ ReferenceGradients gradients_fixed(const AttentionProblem& p, HostView q, HostVi
   const auto largest = [](const std::vector<double>& v) {
     return v.empty() ? 0.0 : std::sqrt(*std::max_element(v.begin(), v.end()));
   };
-  out.dq_rounding_spread = std::abs(static_cast<double>(walk.scale)) * largest(terms.dq_spread_rows);
+  out.dq_rounding_spread =
+      std::abs(static_cast<double>(walk.scale)) * largest(terms.dq_spread_rows);
   out.dk_rounding_spread = largest(terms.dk_spread_keys);
   out.dv_rounding_spread = largest(terms.dv_spread_keys);
   return out;
