@@ -48,7 +48,7 @@ constexpr Tiles kPaired = {64, kPairedKeys, kBwdSm90Warps, 2};
 constexpr int kPairedDqCols = 128;
 
 // The shared memory of every variant at panel rows of `row_bytes`: the dK/dV-only kernel's
-// column split, or the dQ variants' whole columns (`ordered`: adds in key-block order).
+// column split, or the dQ variants' whole columns.
 int shared_bytes_at(const PaddedDims& dims, const Tiles& t, int row_bytes, DqAdds adds) {
   const ColumnSplit split =
       adds == DqAdds::None ? bwd_dkdv_sm90_column_split(dims) : whole_columns(dims);
@@ -56,7 +56,7 @@ int shared_bytes_at(const PaddedDims& dims, const Tiles& t, int row_bytes, DqAdd
       adds == DqAdds::None
           ? 0
           : fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m,
-                                               t.block_n, adds == DqAdds::KeyOrder);
+                                               t.block_n);
   return fj::budget::bwd_dkdv_sm90_shared_bytes(
       dims.element_bytes, row_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
       split.splits, t.block_m, t.block_n, t.stages, dq_bytes);

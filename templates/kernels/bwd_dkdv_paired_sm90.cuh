@@ -96,8 +96,7 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
     }
     if constexpr (kDq != DqAdds::kNone) {
       // The second's dS^T in the buffer, read by both dQ products of the step; those of two
-      // steps ago are done, and so are the bulk reductions of the step before (see consume).
-      if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
+      // steps ago are done (see consume).
       named_sync(kDsReadyBarrier, 256);
     }
     if constexpr (!kFirst) {
@@ -119,9 +118,6 @@ __device__ __forceinline__ void consume_paired(const Smem<Cfg, kDq>& sm, const B
           sm.ds(j % L::kDsBuffers), k_cols, sm.empty(slot), stage, c, j, share, warp, lane);
     }
   }
-  if constexpr (kDq == DqAdds::kAnyOrder)
-    if (warp == 0 && lane == 0) bulk_wait<0>();
-
   // ---- epilogue: every key row of the block, zeros for keys no query sees; dV's, or dK's.
   const Sequence& seq = kb.seq;
   const int key = kb.n0 + warp * 16;

@@ -205,9 +205,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
         }
       }
       // Both consumers' dS^T in the buffer; the other's dQ product of two steps ago, which
-      // read it, is done (each passes the barrier only after finishing its step before), and
-      // so are the bulk reductions that read the staged dQ tiles of the step before (the dQ
-      // writer's: at the stage's own barrier).
+      // read it, is done (each passes the barrier only after finishing its step before). The
+      // staged dQ tiles have their own mbarriers with the dQ writer.
       const u32 ds = sm.ds(j % L::kDsBuffers);
       store_ds_transposed(ds, L::kDsPanelBytes, x, c * L::kConsumerKeys + warp * 16 + lane / 4,
                           lane);
@@ -215,7 +214,6 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_fence();
       wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16, L::kRow>(acc_dv, xp, dv_panel, L::kQPanelBytes);
       wgmma_commit();
-      if (kDq == DqAdds::kAnyOrder && warp == 0 && lane == 0) bulk_wait_read<0>();
       named_sync(kDsReadyBarrier, 256);
       // This consumer's rows and columns of dQ; a block holds every split's shares,
       // kDqTileRows x their width each, and has a counter a consumer's share.
@@ -272,11 +270,6 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     mbar_arrive(sm.empty(slot));
   }
 
-  // The shared memory the bulk reductions read lives until they are done (the dQ writer
-  // waits for its own).
-  if constexpr (kDq == DqAdds::kAnyOrder)
-    if (warp == 0 && lane == 0) bulk_wait<0>();
-
   // ---- epilogue: every key row of the block is written, zeros for keys no query sees.
   const bool varlen = Cfg::kVarlen;
   const Sequence& seq = kb.seq;
@@ -330,7 +323,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
       // but compute-sanitizer's racecheck credits a release only to the threads that arrive).
       mbar_init(sm.empty(slot), L::kConsumerThreads);
     }
-    if constexpr (kDq == DqAdds::kKeyOrder)
+    if constexpr (L::kAccumulateDq)
       for (int c = 0; c < 2; ++c) {
         mbar_init(sm.dq_staged(c), 128);  // every thread of consumer c: its part of the tile
         mbar_init(sm.dq_free(c), 1);      // the dQ writer, once the add has read the stage
@@ -346,8 +339,8 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
   if (warp_group == 0) {
     regs_release<ws_regs::kProducer>();
     if (threadIdx.x < 32) sm90_bwd::produce<Cfg>(sm, p, kb, tm_q, tm_k, tm_v, tm_do);
-    else if constexpr (kDq == DqAdds::kKeyOrder)
-      if (threadIdx.x == 32) sm90_bwd::write_dq<Cfg>(sm, kb.steps(p));
+    else if constexpr (L::kAccumulateDq)
+      if (threadIdx.x == 32) sm90_bwd::write_dq<Cfg, kDq>(sm, kb.steps(p));
   } else {
     regs_claim<ws_regs::kConsumer>();
     if constexpr (L::kPaired) {

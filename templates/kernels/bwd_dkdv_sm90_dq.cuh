@@ -70,16 +70,15 @@ __device__ __forceinline__ void issue_dq_product(float (&acc)[N / 8][4], u32 ds,
   wgmma_commit();
 }
 
-// A finished dQ product into the stage in its block's order. In any order, the warp group's
-// first thread then adds it to dq_accum with one bulk reduction, and the next step writes the
-// stage only after that thread has waited for this read (at the dS^T barrier). In key-block
-// order the dQ writer adds it, and frees the stage (the wait at step j > 0): the consumer
-// leaves the block in the mailbox and arrives at `staged`.
+// A finished dQ product into the stage in its block's order, once the dQ writer has read the
+// last one (the wait at step j > 0); the consumer leaves the block (and in key-block order its
+// counter and turn) in the mailbox and arrives at `staged`, without waiting: the writer adds
+// the tile to dq_accum, as FlashAttention-3's dQ writer warp does.
 template <class Cfg, DqAdds kDq, int N, int kCol0>
 __device__ __forceinline__ void stage_dq(const float (&acc)[N / 8][4], const DqStage& stage, int c,
                                          int j, const DqShare& share, int warp, int lane) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
-  if (kDq == DqAdds::kKeyOrder && j > 0) mbar_wait(stage.free, (j - 1) & 1);
+  if (j > 0) mbar_wait(stage.free, (j - 1) & 1);
 #pragma unroll
   for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -90,19 +89,14 @@ __device__ __forceinline__ void stage_dq(const float (&acc)[N / 8][4], const DqS
                       acc[t][half * 2], acc[t][half * 2 + 1]);
     }
   fence_proxy_async_shared();
-  if constexpr (kDq == DqAdds::kKeyOrder) {
-    if (warp == 0 && lane == 0) {
-      st_shared_u64(stage.mailbox, reinterpret_cast<u64>(share.at));
+  if (warp == 0 && lane == 0) {
+    st_shared_u64(stage.mailbox, reinterpret_cast<u64>(share.at));
+    if constexpr (kDq == DqAdds::kKeyOrder) {
       st_shared_u64(stage.mailbox + 8, reinterpret_cast<u64>(share.turns));
       st_shared_u32(stage.mailbox + 16, share.turn);
     }
-    mbar_arrive(stage.staged);
-  } else {
-    named_sync(kDqStagedBarrier + c, 128);
-    if (warp != 0 || lane != 0) return;
-    if (share.at != nullptr) bulk_reduce_add_f32(share.at, stage.tile, kDqTileRows * N * 4);
-    bulk_commit();
   }
+  mbar_arrive(stage.staged);
 }
 
 // The paired consumers' end of a step, after their dV or dK product was issued: the dQ
@@ -137,43 +131,52 @@ __device__ __forceinline__ void dq_then_dk(DkAcc& acc_dk, const Packed& x, u32 q
   wgmma_wait<0>();
 }
 
-// The ordered variant's dQ writer (the first lane of the producer's second warp): each step,
-// each consumer's staged tile, added once the key blocks before this one in the order have
-// added theirs. Both consumers' adds of a step are in flight together, and their stages are
-// freed once read, before the adds land: at 64 query rows a step, one add at a time, each
-// waited for, took longer than the step (det / default 0.71 at d72, bench/NOTES.md entry 33).
-template <class Cfg>
-__device__ __forceinline__ void write_dq(const Smem<Cfg, DqAdds::kKeyOrder>& sm, int steps) {
-  using L = Sm90BwdDkDvDqOrderedLayout<Cfg>;
+// The dQ variants' dQ writer (the first lane of the producer's second warp): each step, each
+// consumer's staged tile added to dq_accum, in key-block order once the key blocks before this
+// one have added theirs. Both consumers' adds of a step are in flight together, and their
+// stages are freed once read, before the adds land: at 64 query rows a step, one add at a
+// time, each waited for, took longer than the step (det / default 0.71 at d72, bench/NOTES.md
+// entry 33). In any order only the reads are waited for, and the adds land by the kernel's end.
+template <class Cfg, DqAdds kDq>
+__device__ __forceinline__ void write_dq(const Smem<Cfg, kDq>& sm, int steps) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+  constexpr bool kOrdered = kDq == DqAdds::kKeyOrder;
   constexpr int kCols0 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols0;
   constexpr int kCols1 = L::kDqRowsSplit ? Cfg::kDkSlice : L::kDqCols1;
 #pragma unroll 1
   for (int j = 0; j < steps; ++j) {
-    int* turns[2];
-    int turn[2];
+    int* turns[2] = {nullptr, nullptr};
+    int turn[2] = {0, 0};
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       mbar_wait(sm.dq_staged(c), j & 1);
       const u32 mailbox = sm.dq_mailbox(c);
       float* at = reinterpret_cast<float*>(ld_shared_u64(mailbox));
-      turns[c] = at != nullptr ? reinterpret_cast<int*>(ld_shared_u64(mailbox + 8)) : nullptr;
-      turn[c] = ld_shared_u32(mailbox + 16);
       if (at == nullptr) continue;
-      while (ld_acquire_gpu(turns[c]) != turn[c]) {
+      if constexpr (kOrdered) {
+        turns[c] = reinterpret_cast<int*>(ld_shared_u64(mailbox + 8));
+        turn[c] = ld_shared_u32(mailbox + 16);
+        while (ld_acquire_gpu(turns[c]) != turn[c]) {
+        }
+        fence_proxy_async_global();  // the earlier adds, before this one's reads
       }
-      fence_proxy_async_global();  // the earlier adds, before this one's reads
       bulk_reduce_add_f32(at, sm.dq_stage(c), kDqTileRows * (c == 0 ? kCols0 : kCols1) * 4);
       bulk_commit();
     }
     bulk_wait_read<0>();
     mbar_arrive(sm.dq_free(0));
     mbar_arrive(sm.dq_free(1));
-    bulk_wait<0>();
-    fence_proxy_async_global();  // the adds, before the releases
+    if constexpr (kOrdered) {
+      bulk_wait<0>();
+      fence_proxy_async_global();  // the adds, before the releases
 #pragma unroll
-    for (int c = 0; c < 2; ++c)
-      if (turns[c] != nullptr) st_release_gpu(turns[c], turn[c] + 1);
+      for (int c = 0; c < 2; ++c)
+        if (turns[c] != nullptr) st_release_gpu(turns[c], turn[c] + 1);
+    }
   }
+  // The stages live until the last adds have read them (and the kernel's end waits for this
+  // thread).
+  if constexpr (!kOrdered) bulk_wait<0>();
 }
 
 }  // namespace sm90_bwd

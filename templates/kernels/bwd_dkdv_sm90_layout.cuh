@@ -69,18 +69,19 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kDqStage1Bytes =
       kAccumulateDq ? budget::bwd_dkdv_sm90_dq_stage_bytes(Cfg::kDkSlice, Cfg::kBlockM, 1) : 0;
   static constexpr int kDqStageOffset = kPtOffset + kPtBytes;
-  // The ordered variant's mailboxes, one a consumer: its "staged" and "free" mbarriers, then
-  // the staged tile's block (null: nothing to add), its counter and the turn.
+  // The dQ variants' mailboxes, one a consumer: its "staged" and "free" mbarriers, then the
+  // staged tile's block (null: nothing to add), and in key-block order its counter and the
+  // turn.
   static constexpr int kDqMailboxOffset = kDqStageOffset + kDqStage0Bytes + kDqStage1Bytes;
-  static constexpr int kDqMailboxBytes = kDq == DqAdds::kKeyOrder ? budget::kDqMailboxBytes : 0;
+  static constexpr int kDqMailboxBytes = kAccumulateDq ? budget::kDqMailboxBytes : 0;
   static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D per slot
   static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
   static constexpr int kSharedBytes = budget::bwd_dkdv_sm90_shared_bytes(
       Element::kBytes, kRow, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice,
       Cfg::kDvSplits, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
-      kAccumulateDq ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM,
-                                                     Cfg::kBlockN, kDq == DqAdds::kKeyOrder)
-                    : 0);
+      kAccumulateDq
+          ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM, Cfg::kBlockN)
+          : 0);
   static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages),
                 "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D "
                 "and the barriers");
@@ -135,11 +136,10 @@ using Sm90BwdDkDvDqOrderedLayout = Sm90BwdDkDvLayoutOf<Cfg, DqAdds::kKeyOrder>;
 
 namespace sm90_bwd {
 
-// Named barriers (id 0 is __syncthreads'): both consumers' dS^T tiles are in shared memory;
-// consumer c's dQ tile is staged (id kDqStagedBarrier + c). The ordered variant hands its
-// staged tiles to the dQ writer through mbarriers instead (its mailboxes).
+// The named barrier (id 0 is __syncthreads') that says both consumers' dS^T tiles are in
+// shared memory. The dQ variants hand their staged tiles to the dQ writer through mbarriers
+// (their mailboxes).
 constexpr u32 kDsReadyBarrier = 1;
-constexpr u32 kDqStagedBarrier = 2;
 
 template <class Cfg, DqAdds kDq>
 struct Smem {

@@ -91,8 +91,8 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // packed to 16 bits, out of the 240 setmaxnreg gives it.
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
 // Paired consumers (64 keys a CTA) add their P^T. The dQ-accumulating variant adds dq_bytes:
-// two tiles of dS^T (block_n keys x block_m queries) and each consumer's fp32 dQ tile staged
-// for its bulk reduction. At 64 query rows a step the consumers split the dQ columns
+// two tiles of dS^T (block_n keys x block_m queries), each consumer's fp32 dQ tile staged
+// for its bulk reduction and its mailbox to the dQ writer. At 64 query rows a step the consumers split the dQ columns
 // (bwd_dkdv_sm90_dq_cols0: the first's share, inside one 64-column panel or whole panels); at
 // 128 they split the rows, each a 64-row block of every column. The dQ accumulator lives
 // while S^T and dP^T do not, beside both packed (bwd_dkdv_sm90_dq_step_registers).
@@ -124,8 +124,9 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_cols(int dk_slice, int block_m) {
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_stage_bytes(int dk_slice, int block_m, int consumer) {
   return kDqAccumTileRows * 4 * bwd_dkdv_sm90_dq_share_cols(dk_slice, block_m, consumer);
 }
-// The ordered variant's consumers hand each staged tile to the dQ writer through a mailbox
-// beside it: two mbarriers (staged, free), the tile's block, counter and turn.
+// The consumers hand each staged tile to the dQ writer (a producer lane) through a mailbox
+// beside it: two mbarriers (staged, free), the tile's block, and in key-block order its
+// counter and turn.
 enum : int { kDqMailboxBytes = 48 };
 // 64 keys a CTA pair the consumers on the same keys (templates/kernels/bwd_dkdv_sm90.cuh): the
 // first hands its P^T (fp32, 64 keys x block_m queries) to the second through shared memory
@@ -135,10 +136,10 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_pt_bytes(int block_m, int block_n) {
   return block_n == kBwdDkDvSm90PairedKeys ? block_n * block_m * 4 + 16 : 0;
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
-                                               int block_n, bool ordered) {
+                                               int block_n) {
   return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
          bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 0) +
-         bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 1) + (ordered ? 2 * kDqMailboxBytes : 0);
+         bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 1) + 2 * kDqMailboxBytes;
 }
 FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
 // The widest panel rows (TMA's swizzle spans: 128, 64 or 32 bytes) that both padded head

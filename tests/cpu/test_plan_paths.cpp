@@ -384,10 +384,15 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_cols(48, 128) == 48);
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 0) == 64 * 48 * 4);
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 1) == 64 * 48 * 4);
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128, false) == 2 * 128 * 128 * 2 + 2 * 64 * 48 * 4);
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) == 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4);
+  // dS^T's two tiles, the staged dQ tiles, a mailbox a consumer to the dQ writer.
+  constexpr int mailboxes = 2 * b::kDqMailboxBytes;
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128) ==
+        2 * 128 * 128 * 2 + 2 * 64 * 48 * 4 + mailboxes);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128) ==
+        2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + mailboxes);
   // Paired consumers (64 keys) add P^T in fp32 and its mbarriers, with dQ or without.
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, false) == 2 * 64 * 64 * 2 + 64 * (128 + 64) * 4);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64) ==
+        2 * 64 * 64 * 2 + 64 * (128 + 64) * 4 + mailboxes);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(96, 64) == 64 * 96 * 4 + 16);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 128) == 0);
   CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 128, 192, 192, 192, 192, 1, 96, 64, 2, 0) ==
@@ -399,13 +404,10 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_sm90_panel_row_bytes(128, 64, 2) == 128);
   CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 32, 80, 80, 80, 80, 1, 48, 128, 2, 0) ==
         b::align_1024((2 * 128 + 2 * 2 * 48) * 160) + 2 * 48 * 8 + 8 * 5);
-  // The ordered variant adds a mailbox a consumer.
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, true) ==
-        b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false) + 2 * b::kDqMailboxBytes);
   const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
   CHECK(p.shared_bytes ==
         b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
-            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, false));
+            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128));
 }
 
 TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accumulates dQ") {
