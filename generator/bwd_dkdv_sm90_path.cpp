@@ -46,6 +46,13 @@ constexpr Tiles kPreferredWithDq[] = {
 constexpr int kPairedKeys = fj::budget::kBwdDkDvSm90PairedKeys;
 constexpr Tiles kPaired = {64, kPairedKeys, kBwdSm90Warps, 2};
 constexpr int kPairedDqCols = 128;
+// Where neither serves (192/128: 64-key consumers cannot hold dK and dV, and pairing them ran
+// slower than the two kernels), the dQ variant may take 96 keys a CTA, 48 a consumer, its
+// products swapped so that the keys are wgmma's N (kernels/bwd_dkdv_swapped_sm90.cuh):
+// FlashAttention-3's tiles there. Any-order adds only, 64 query rows a step, two ring slots,
+// whole columns in 128-byte panel rows.
+constexpr int kSwappedKeys = fj::budget::kBwdDkDvSm90SwappedKeys;
+constexpr Tiles kSwapped = {64, kSwappedKeys, kBwdSm90Warps, 2};
 
 // The shared memory of every variant at panel rows of `row_bytes`: the dK/dV-only kernel's
 // column split, or the dQ variants' whole columns.
@@ -67,7 +74,7 @@ int shared_bytes_at(const PaddedDims& dims, const Tiles& t, int row_bytes, DqAdd
 // d100 and d136 on an H100, where d80 at 128 query rows a step (which only they hold) ran
 // 14-20% faster than at 64 (bench/NOTES.md entry 41).
 int panel_row_bytes_for(const PaddedDims& dims, const Tiles& t, DqAdds adds) {
-  if (t.block_n == kPairedKeys ||
+  if (t.block_n == kPairedKeys || t.block_n == kSwappedKeys ||
       shared_bytes_at(dims, t, fj::budget::kPanelRowBytes, adds) <= max_shared_bytes("sm_90a"))
     return fj::budget::kPanelRowBytes;
   return fj::budget::bwd_sm90_panel_row_bytes(dims.d_qk_pad, dims.d_v_pad, dims.element_bytes);
@@ -105,6 +112,27 @@ std::string common_tiles_problem(const Tiles& t, const ColumnSplit& split, int r
   return "";
 }
 
+// The swapped consumers' rules (kSwapped's comment).
+std::string swapped_tiles_problem(const PaddedDims& dims, const Tiles& t,
+                                  const std::string& target, bool ordered) {
+  if (ordered)
+    return "swapped consumers (96 keys a CTA) add dQ in any order only, not in key-block order";
+  if (t.block_m != fj::budget::kDqAccumTileRows || t.stages != 2 || t.warps != kBwdSm90Warps)
+    return fmt::format("swapped consumers run {} query rows a step in two ring slots with {} "
+                       "warps, not block_m {}, {} slots, {} warps",
+                       fj::budget::kDqAccumTileRows, kBwdSm90Warps, t.block_m, t.stages, t.warps);
+  if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
+    return fmt::format("head dims {}/{} (padded): swapped consumers run dQ's shares as wgmma N "
+                       "of at most 256", dims.d_qk_pad, dims.d_v_pad);
+  // dK^T's and dV^T's products run in whole 64-row blocks.
+  const int registers = fj::budget::bwd_dkdv_sm90_swapped_registers(round_up(dims.d_qk_pad, 64),
+                                                                    round_up(dims.d_v_pad, 64));
+  if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
+    return fmt::format("{} accumulator registers a swapped consumer thread (more than {} spills)",
+                       registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
+  return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
+}
+
 std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                      const std::string& target, bool ordered) {
   if (t.block_n == kPairedKeys) {
@@ -116,6 +144,7 @@ std::string dq_variant_tiles_problem(const PaddedDims& dims, const Tiles& t,
       return problem;
     return shared_memory_problem(dq_variant_shared_bytes(dims, t, ordered), target);
   }
+  if (t.block_n == kSwappedKeys) return swapped_tiles_problem(dims, t, target, ordered);
   if (t.block_m != 64 && t.block_m != 128)
     return fmt::format("block_m {} must be 64 or 128 (dQ's wgmma M, or two of them)", t.block_m);
   if (t.stages != 2)
@@ -149,13 +178,21 @@ bool pairs_consumers(const Spec& spec, const std::string& target) {
          tiles_problem_with_dq(dims, kPaired, target).empty();
 }
 
+// Whether the dQ variant swaps its consumers' products for this spec (kSwapped's comment says
+// where).
+bool swaps_products(const Spec& spec, const std::string& target) {
+  const PaddedDims dims = padded_dims(spec);
+  return !some_tiles_fit(kPreferredWithDq, dims, target, tiles_problem_with_dq) &&
+         !pairs_consumers(spec, target) && tiles_problem_with_dq(dims, kSwapped, target).empty();
+}
+
 // The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
-// a sum of reductions in whatever order the CTAs reach them), at dims its 128-key tiles hold
-// or where it pairs its consumers.
+// a sum of reductions in whatever order the CTAs reach them), at dims its 128-key tiles hold,
+// or where it pairs its consumers or swaps their products.
 bool serves_with_dq(const Spec& spec, const std::string& target, const CallTraits& call) {
   return !spec.deterministic && bwd_dkdv_sm90_serves_calls(spec, target, call) &&
          (some_tiles_fit(kPreferredWithDq, padded_dims(spec), target, tiles_problem_with_dq) ||
-          pairs_consumers(spec, target));
+          pairs_consumers(spec, target) || swaps_products(spec, target));
 }
 
 // The ordered variant's: the deterministic specs' calls whose dims the dQ variants' tiles hold.
@@ -173,6 +210,7 @@ Tiles default_tiles(const Spec& spec, const std::string& target, const CallTrait
 
 Tiles default_tiles_with_dq(const Spec& spec, const std::string& target, const CallTraits&) {
   if (pairs_consumers(spec, target)) return kPaired;
+  if (swaps_products(spec, target)) return kSwapped;
   return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_with_dq,
                              "sm90 dK/dV/dQ");
 }
@@ -189,14 +227,18 @@ std::vector<Tiles> tuning_grid(const Spec&) {
 std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
   std::vector<Tiles> grid(std::begin(kPreferredWithDq), std::end(kPreferredWithDq));
   grid.push_back(kPaired);
+  grid.push_back(kSwapped);
   return grid;
 }
 
-// Adds the two consumers' dQ product widths.
+// Adds the two consumers' dQ product widths, and swapped consumers' keys (S's, dP's, dK^T's
+// and dV^T's N).
 std::string extra_source_with_dq(const Plan& plan) {
   const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(plan.dk_slice);
-  return bwd_sm90_wgmma_source(
-      plan, {plan.tiles.block_m, plan.dk_slice, plan.dv_slice, dq_cols0, plan.dk_slice - dq_cols0});
+  std::vector<int> widths = {plan.tiles.block_m, plan.dk_slice, plan.dv_slice, dq_cols0,
+                             plan.dk_slice - dq_cols0};
+  if (plan.tiles.block_n == kSwappedKeys) widths.push_back(kSwappedKeys / 2);
+  return bwd_sm90_wgmma_source(plan, widths);
 }
 
 int panel_row_bytes(const PaddedDims& dims, const Tiles& t) {

@@ -8,7 +8,7 @@
 
 namespace flashjit::gen {
 
-std::string bwd_sm90_wgmma_source(const Plan& plan, std::initializer_list<int> shapes) {
+std::string bwd_sm90_wgmma_source(const Plan& plan, const std::vector<int>& shapes) {
   std::set<int> ns;
   // Products wider than wgmma's N of 256 run as 256-column chunks and the rest
   // (templates/tile/wgmma_tiles.cuh).

@@ -72,6 +72,14 @@ __device__ __forceinline__ int ld_shared_u32(u32 addr) {
 
 // Makes this thread's shared-memory stores visible to the async proxy (wgmma, TMA) that reads
 // them next.
+// Four 8x8 tiles of 16-bit elements from registers (each as an mma accumulator fragment
+// packed: row lane / 4, columns 2 (lane % 4) and the next) into shared memory transposed:
+// lane 8i + r names where row r of tile i's transpose (column r of the fragment) goes.
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -199,6 +207,7 @@ __device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) {
 // D (64 x N fp32, N/2 registers a thread) from A and B; specialised per N by the generator:
 //   ss(d, desc_a, desc_b, accumulate)  A and B K-major in shared memory
 //   ss_mn(d, desc_a, desc_b, accumulate)  A and B MN-major in shared memory
+//   ss_a_mn(d, desc_a, desc_b, accumulate)  A MN-major, B K-major in shared memory
 //   rs(d, a[4], desc_b, accumulate)    A from registers, B MN-major in shared memory
 template <int N>
 struct Wgmma;

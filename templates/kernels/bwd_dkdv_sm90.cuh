@@ -46,6 +46,10 @@
 // two ring slots or the spec is deterministic: four products a step, then the dQ kernel's
 // three.
 //
+// Where the 128-key consumers cannot hold dK and dV and the heads are whole (192/128), the dQ
+// variant may instead take 96 keys a CTA, 48 a consumer, and swap its products so that the
+// keys are wgmma's N (kernels/bwd_dkdv_swapped_sm90.cuh): FlashAttention-3's tiles there.
+//
 // The ordered variant (bwd_dkdv_dq_ordered_sm90, deterministic) makes those adds in a fixed
 // order of key blocks, so that every run sums each block alike (FlashAttention-3's
 // deterministic backward). The consumers stage their tiles as above, leave the block's
@@ -59,13 +63,14 @@
 // CTAs launched before it.
 //
 // Config: Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvPad, kDkSlice, kDvSlice, kDvSplits,
-// kBlockM (queries a step), kBlockN (keys a CTA: 128, or 64 paired), kStages, kVarlen and the
-// causal and window constants (block masks take the sm80 kernel).
+// kBlockM (queries a step), kBlockN (keys a CTA: 128, 64 paired or 96 swapped), kStages,
+// kVarlen and the causal and window constants (block masks take the sm80 kernel).
 #pragma once
 
 #include "bwd_dkdv_paired_sm90.cuh"
 #include "bwd_dkdv_sm90_dq.cuh"
 #include "bwd_dkdv_sm90_layout.cuh"
+#include "bwd_dkdv_swapped_sm90.cuh"
 
 namespace fj {
 namespace sm90_bwd {
@@ -346,6 +351,8 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
     if constexpr (L::kPaired) {
       if (warp_group == 1) sm90_bwd::consume_paired<Cfg, kDq, true>(sm, p, kb);
       else sm90_bwd::consume_paired<Cfg, kDq, false>(sm, p, kb);
+    } else if constexpr (L::kSwapped) {
+      sm90_bwd::consume_swapped<Cfg>(sm, p, kb, warp_group - 1);
     } else {
       sm90_bwd::consume<Cfg, kDq>(sm, p, kb, warp_group - 1);
     }

@@ -24,9 +24,12 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr bool kAccumulateDq = kDq != DqAdds::kNone;
   static constexpr int kThreads = 384;      // producer + two consumer warp groups
   static constexpr int kConsumerThreads = 256;  // the two consumer warp groups
-  static constexpr int kConsumerKeys = 64;  // wgmma M: keys per consumer
   // 64 keys a CTA: both consumers on the same keys, in the roles the top describes.
   static constexpr bool kPaired = Cfg::kBlockN == budget::kBwdDkDvSm90PairedKeys;
+  // 96 keys a CTA: the swapped products of kernels/bwd_dkdv_swapped_sm90.cuh.
+  static constexpr bool kSwapped = Cfg::kBlockN == budget::kBwdDkDvSm90SwappedKeys;
+  // Keys per consumer: S^T's wgmma M, or (swapped) S's and dP's N.
+  static constexpr int kConsumerKeys = kSwapped ? Cfg::kBlockN / 2 : 64;
   // K, V, Q and dO lie in panels of kRow-byte rows (TMA's swizzle span: 128 bytes, or 64 or
   // 32 where the padded head dims are no multiple of 128 bytes; the plan chooses), kPanelCols
   // columns each; the dS^T tiles in 128-byte ones.
@@ -61,7 +64,8 @@ struct Sm90BwdDkDvLayoutOf {
   // 1024-byte aligned, as 128-byte swizzled tiles are (narrower panels of a step of 48 or 80
   // query rows may end between).
   static constexpr int kDsOffset = budget::align_1024(kDoOffset + Cfg::kStages * kDoBytes);
-  // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarriers.
+  // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarriers;
+  // swapped consumers' P^T (one tile as dS^T's, each its own 48 key rows).
   static constexpr int kPtOffset = kDsOffset + kDsBuffers * kDsBytes;
   static constexpr int kPtBytes = budget::bwd_dkdv_sm90_pt_bytes(Cfg::kBlockM, Cfg::kBlockN);
   static constexpr int kDqStage0Bytes =
@@ -98,6 +102,7 @@ struct Sm90BwdDkDvLayoutOf {
 
   static_assert((kPaired ? budget::bwd_dkdv_sm90_paired_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                   Cfg::kBlockM, kAccumulateDq)
+                 : kSwapped ? budget::bwd_dkdv_sm90_swapped_registers(Cfg::kDkSlice, Cfg::kDvSlice)
                  : kAccumulateDq
                      ? budget::bwd_dkdv_sm90_dq_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                Cfg::kBlockM)
@@ -108,6 +113,12 @@ struct Sm90BwdDkDvLayoutOf {
   static_assert(!kPaired || !kAccumulateDq ||
                     (Cfg::kDvSplits == 1 && Cfg::kBlockM == kDqTileRows),
                 "paired consumers accumulating dQ hold whole columns, at 64 query rows a step");
+  static_assert(!kSwapped || (kDq == DqAdds::kAnyOrder && Cfg::kDvSplits == 1 &&
+                              Cfg::kBlockM == kDqTileRows && Cfg::kStages == 2),
+                "swapped consumers add dQ in any order, hold whole columns, at 64 query rows a "
+                "step (S's wgmma M and dS^T's one 128-byte panel row), in two ring slots");
+  static_assert(!kSwapped || (kConsumerKeys * kRow) % (8 * kRow) == 0,
+                "the second consumer's K and V rows start on a swizzle atom");
 
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;
@@ -163,6 +174,8 @@ struct Smem {
   // variants' dS^T barrier orders those reads already).
   __device__ float4* pt() const { return reinterpret_cast<float4*>(generic + L::kPtOffset); }
   __device__ u32 pt_full() const { return base + L::kPtOffset + L::kPtBytes - 16; }
+  // Swapped consumers' P^T tile (the dS^T tile's layout).
+  __device__ u32 pt_tile() const { return base + L::kPtOffset; }
   __device__ u32 pt_empty() const { return pt_full() + 8; }
   // Consumer c's tile is staged (its 128 threads arrive) / its stage is free (the writer).
   __device__ u32 dq_staged(int consumer) const {

@@ -132,8 +132,15 @@ enum : int { kDqMailboxBytes = 48 };
 // first hands its P^T (fp32, 64 keys x block_m queries) to the second through shared memory
 // and two mbarriers, full and empty (16 bytes, keeping the dQ stages 16-byte aligned).
 enum : int { kBwdDkDvSm90PairedKeys = 64 };
+// 96 keys a CTA swap the dQ variant's products (templates/kernels/bwd_dkdv_swapped_sm90.cuh):
+// each consumer owns 48 keys, holds S and dP with the queries as rows and dK^T and dV^T with
+// the head dims as rows, and writes its P^T (16-bit, 48 keys x block_m queries) to shared
+// memory beside its dS^T.
+enum : int { kBwdDkDvSm90SwappedKeys = 96 };
 FJ_BUDGET constexpr int bwd_dkdv_sm90_pt_bytes(int block_m, int block_n) {
-  return block_n == kBwdDkDvSm90PairedKeys ? block_n * block_m * 4 + 16 : 0;
+  return block_n == kBwdDkDvSm90PairedKeys    ? block_n * block_m * 4 + 16
+         : block_n == kBwdDkDvSm90SwappedKeys ? block_n * block_m * 2
+                                              : 0;
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
                                                int block_n) {
@@ -187,6 +194,14 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slic
   const int first = dv_slice / 2 + block_m / 4 + (block_m / 2 > dq0 ? block_m / 2 : dq0);
   const int second = dk_slice / 2 + block_m / 4 + (block_m / 2 > dq1 ? block_m / 2 : dq1);
   return first > second ? first : second;
+}
+// Swapped consumers (48 keys each, 64 query rows a step): dK^T and dV^T (48 of their columns a
+// head-dim row, 64 rows a warp group: 3/8 of a register a column), then S and dP, or after
+// them the consumer's dQ share.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_swapped_registers(int dk_slice, int dv_slice) {
+  const int dq = bwd_dkdv_sm90_dq_share_cols(dk_slice, kDqAccumTileRows, 0) / 2;
+  const int scores = 2 * kBwdDkDvSm90SwappedKeys / 4;  // S and dP, 48 keys x 64 rows each
+  return 3 * (dk_slice + dv_slice) / 8 + (scores > dq ? scores : dq);
 }
 // The dQ variants' consumers (FlashAttention-3's order): dK, dV, S^T and dP^T while P^T and
 // dS^T are computed and packed; then dK, dV, both packed and the consumer's dQ share.

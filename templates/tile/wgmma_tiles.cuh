@@ -55,6 +55,21 @@ __device__ __forceinline__ void wgmma_ss_mn_major(float (&d)[N / 8][4], u32 a, i
                     smem_desc_swizzled<kRowB>(b + t * 16 * kRowB, b_panel_bytes), t > 0);
 }
 
+// D += A B over kSteps k16 steps, A's 64 rows MN-major (K rows down its panel, 16 to a step,
+// as in wgmma_ss_mn_major) and B's N rows K-major in one panel of kRowB-byte rows (a step
+// 32 bytes along them, as in wgmma_ss_k_major): the swapped dK/dV consumers' transposed
+// products, dV^T += dO^T P and dK^T += Q^T dS.
+template <int N, int kSteps, int kRowA = 128, int kRowB = 128>
+__device__ __forceinline__ void wgmma_ss_a_mn_major(float (&d)[N / 8][4], u32 a, int a_panel_bytes,
+                                                    u32 b) {
+  constexpr int kStepBytes = 32;
+  static_assert(kSteps * kStepBytes <= kRowB, "B's K steps within one panel row");
+#pragma unroll
+  for (int t = 0; t < kSteps; ++t)
+    Wgmma<N>::ss_a_mn(d, smem_desc_swizzled<kRowA>(a + t * 16 * kRowA, a_panel_bytes),
+                      smem_desc_swizzled<kRowB>(b + t * kStepBytes, 16), true);
+}
+
 // An accumulator of kTiles n8 tiles, zeroed.
 template <int kTiles>
 __device__ __forceinline__ void zero_tiles(float (&d)[kTiles][4]) {

@@ -100,14 +100,16 @@ TEST_CASE("autotune backward: the dQ-accumulating kernel tunes its query step, a
   const BackwardCandidateSpace space = backward_candidate_space(spec_of(64, 64, false), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_dq_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_convert");
-  REQUIRE(space.candidates.size() == 3);
-  CHECK(space.first_dq == 3);
+  REQUIRE(space.candidates.size() == 4);
+  CHECK(space.first_dq == 4);
   CHECK(space.candidates[0].dkdv == Tiles{128, 128, 12, 2});
   CHECK(space.candidates[1].dkdv == Tiles{64, 128, 12, 2});
   CHECK(space.candidates[2].dkdv == Tiles{64, 64, 12, 2});  // paired consumers, timed too
+  CHECK(space.candidates[3].dkdv == Tiles{64, 96, 12, 2});  // and swapped ones
   CHECK(space.candidates.front().dq.is_auto());
-  // d128: the 64-row tiling and the paired one; 128/256 starts from the paired one.
-  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 2);
+  // d128: the 64-row tiling, the paired and the swapped ones; 128/256 starts from the paired
+  // one.
+  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 3);
   CHECK(backward_candidate_space(spec_of(128, 256, false), "sm_90a").candidates.front().dkdv ==
         Tiles{64, 64, 12, 2});
   // d256's dK and dV do not fit one CTA beside a 64-row tile, nor paired with dQ's stages and

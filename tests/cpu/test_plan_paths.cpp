@@ -173,10 +173,11 @@ TEST_CASE("plan: sm90 tiles are checked with reasons") {
 TEST_CASE("wgmma: one instruction per form with N/2 accumulators") {
   const std::string bf16 = emit_wgmma(DType::BF16, 128);
   CHECK(bf16.find("struct Wgmma<128>") != std::string::npos);
-  CHECK(count(bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 3);
-  CHECK(count(bf16, "\"+f\"(d[") == 3 * 64);
+  CHECK(count(bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 4);
+  CHECK(count(bf16, "\"+f\"(d[") == 4 * 64);
   CHECK(bf16.find("%64, %65, acc, 1, 1, 0, 0;") != std::string::npos);           // ss
   CHECK(bf16.find("%64, %65, acc, 1, 1, 1, 1;") != std::string::npos);           // ss_mn
+  CHECK(bf16.find("%64, %65, acc, 1, 1, 1, 0;") != std::string::npos);           // ss_a_mn
   CHECK(bf16.find("{%64, %65, %66, %67}, %68, acc, 1, 1, 1;") != std::string::npos);  // rs
   CHECK(emit_wgmma(DType::F16, 8).find("m64n8k16.f32.f16.f16") != std::string::npos);
   CHECK_THROWS_AS(emit_wgmma(DType::BF16, 12), Error);
@@ -330,12 +331,22 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
   }
+  // Where neither serves and two ring slots of 64 query rows fit beside 96 keys, the consumers
+  // take 48 keys each with their products swapped (whole columns, the paths' rules both ways).
+  for (const auto& [dqk, dv] : {std::pair{192, 128}, {64, 256}, {160, 128}, {176, 128}, {128, 192}}) {
+    INFO(dqk, "/", dv);
+    const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
+    CHECK(op.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
+    CHECK(op.launches[1].tiles == Tiles{64, fj::budget::kBwdDkDvSm90SwappedKeys, 12, 2});
+    CHECK(op.launches[1].panel_row_bytes == 128);
+    CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
+  }
   // Unsplit heads take the two deterministic kernels; split heads of qk dims past 128 (d176,
   // d192), where dQ's stages leave one ring slot (d200, d256) or whose dQ shares would pass
   // wgmma's N (d320), and deterministic specs, the paired dK/dV kernel and the dQ kernel.
   Spec deterministic_d192 = spec_of(192, 192);
   deterministic_d192.deterministic = true;
-  for (const Spec& s : {spec_of(136, 136), spec_of(192, 128), spec_of(64, 256), spec_of(320, 320),
+  for (const Spec& s : {spec_of(136, 136), spec_of(320, 320),
                         spec_of(200, 200), spec_of(256, 256), spec_of(176, 176),
                         spec_of(192, 192), deterministic_d192}) {
     INFO(s.head_dim_qk, "/", s.head_dim_v);
@@ -356,6 +367,15 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
   CHECK(dq.tiles_problem(d128, Tiles{128, 128, 12, 2}, "sm_90a").find("registers") !=
         std::string::npos);
   CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 1}, "sm_90a").find("two slots") != std::string::npos);
+  const PaddedDims d192_128 = padded_dims(spec_of(192, 128));
+  CHECK(dq.tiles_problem(d192_128, Tiles{64, 96, 12, 2}, "sm_90a").empty());
+  CHECK(dq.tiles_problem(d192_128, Tiles{128, 96, 12, 2}, "sm_90a").find("swapped") !=
+        std::string::npos);
+  CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 96, 12, 2}, "sm_90a")
+            .find("bytes of shared memory") != std::string::npos);
+  CHECK(kernel_path(KernelPath::BwdDkDvDqOrderedSm90)
+            .tiles_problem(d192_128, Tiles{64, 96, 12, 2}, "sm_90a")
+            .find("any order") != std::string::npos);
   CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 128, 12, 2}, "sm_90a")
             .find("registers") != std::string::npos);
   CHECK(dq.tiles_problem(padded_dims(spec_of(192, 192)), Tiles{64, 64, 12, 2}, "sm_90a") == "");
