@@ -406,12 +406,12 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 1) == 64 * 48 * 4);
   // dS^T's two tiles, the staged dQ tiles, a mailbox a consumer to the dQ writer.
   constexpr int mailboxes = 2 * b::kDqMailboxBytes;
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128) ==
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128, 2) ==
         2 * 128 * 128 * 2 + 2 * 64 * 48 * 4 + mailboxes);
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128) ==
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, 2) ==
         2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + mailboxes);
   // Paired consumers (64 keys) add P^T in fp32 and its mbarriers, with dQ or without.
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64) ==
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, 2) ==
         2 * 64 * 64 * 2 + 64 * (128 + 64) * 4 + mailboxes);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(96, 64) == 64 * 96 * 4 + 16);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 128) == 0);
@@ -427,7 +427,16 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
   CHECK(p.shared_bytes ==
         b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
-            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128));
+            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, 2));
+  // Swapped consumers (96 keys) add their 16-bit P^T; at one slot Q keeps two, dO and dS^T
+  // take one, and dO has its own mbarriers.
+  CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 96) == 96 * 64 * 2);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 96, 1) ==
+        96 * 64 * 2 + 64 * (128 + 64) * 4 + mailboxes);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 128, 192, 192, 192, 192, 1, 64, 96, 1, 0) ==
+        (6 * 96 + (3 * 2 + 3) * 64) * 128 + 96 * 64 * 2 + 2 * 64 * 8 + 8 * 5 + 16);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 128, 192, 128, 192, 128, 1, 64, 96, 2, 0) ==
+        (5 * 96 + 5 * 2 * 64) * 128 + 96 * 64 * 2 + 2 * 64 * 8 + 8 * 5);
 }
 
 TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accumulates dQ") {
