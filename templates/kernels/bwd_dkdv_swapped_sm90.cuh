@@ -1,6 +1,6 @@
 // The sm90 dK/dV kernel's swapped consumers (kernels/bwd_dkdv_sm90.cuh), FlashAttention-3's
-// tiles at head dims whose dK and dV one 64-key consumer cannot hold (192/128): 96 keys a CTA,
-// 48 a consumer, which wgmma can only take as N. So each consumer computes
+// tiles at head dims whose dK and dV one 64-key consumer cannot hold (d136-d192, 192/128): 96
+// keys a CTA, 48 a consumer, which wgmma can only take as N. So each consumer computes
 //   S = Q K^T and dP = dO V^T      (M = the step's 64 query rows, N = its 48 keys)
 //   P and dS = P (dP - D)          (the rows' LSE and D in registers: rows are queries)
 // writes P^T and dS^T to shared memory (stmatrix, transposed: key rows of 64 queries, the
@@ -9,8 +9,10 @@
 //   dK^T += Q^T dS                  B = its own P^T or dS^T rows, K-major)
 // then its share of dQ = dS K over both consumers' keys, as the 128-key consumers do. Its
 // accumulators hold 3/8 of a register a column of dK and dV, where a 64-key consumer holds 1/2,
-// so dK, dV, and S, dP or the dQ share fit at 192/128 beside each other, and no separate dQ
-// kernel recomputes S and dP (five products a step instead of seven over two kernels).
+// so dK, dV, and S, dP or the dQ share fit up to d192 beside each other, and no separate dQ
+// kernel recomputes S and dP (five products a step instead of seven over two kernels). Where
+// two ring slots do not fit (d136-d192), Q keeps two and dO and dS^T take one
+// (Sm90BwdDkDvLayoutOf::kOneDoSlot), as FlashAttention-3's stages there.
 #pragma once
 
 #include "bwd_dkdv_sm90_dq.cuh"
@@ -163,15 +165,9 @@ __device__ __forceinline__ void consume_swapped(const Smem<Cfg, DqAdds::kAnyOrde
 
     wgmma_wait<1>();  // S has landed
     if (masked) mask_scores<Cfg>(s, m0 + r0, key0, kb.seq.seqlen_k, kb.seq.diag, lane);
-#pragma unroll
-    for (int t = 0; t < kKT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse[e / 2]));
+    probabilities_of_rows(s, p.scale_log2, lse);
     wgmma_wait<0>();  // dP has landed
-#pragma unroll
-    for (int t = 0; t < kKT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[t][e] = s[t][e] * (dp[t][e] - d_row[e / 2]);
+    score_gradients_of_rows(dp, s, d_row);
 
     // P^T into this consumer's rows (its last dV^T product, which read them, is done), dS^T
     // into the step's buffer: with two, both consumers' products of two steps ago, which read
