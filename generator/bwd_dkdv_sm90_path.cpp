@@ -49,10 +49,14 @@ constexpr int kPairedDqCols = 128;
 // Where neither serves (192/128: 64-key consumers cannot hold dK and dV, and pairing them ran
 // slower than the two kernels), the dQ variant may take 96 keys a CTA, 48 a consumer, its
 // products swapped so that the keys are wgmma's N (kernels/bwd_dkdv_swapped_sm90.cuh):
-// FlashAttention-3's tiles there. Any-order adds only, 64 query rows a step, two ring slots,
-// whole columns in 128-byte panel rows.
+// FlashAttention-3's tiles there. Any-order adds only, 64 query rows a step, whole columns in
+// 128-byte panel rows; two ring slots, else (d192: FlashAttention-3's stages) Q in two, dO
+// and dS^T in one (budget::bwd_dkdv_sm90_one_do_slot).
 constexpr int kSwappedKeys = fj::budget::kBwdDkDvSm90SwappedKeys;
-constexpr Tiles kSwapped = {64, kSwappedKeys, kBwdSm90Warps, 2};
+constexpr Tiles kSwappedTiles[] = {
+    {64, kSwappedKeys, kBwdSm90Warps, 2},
+    {64, kSwappedKeys, kBwdSm90Warps, 1},
+};
 
 // The shared memory of every variant at panel rows of `row_bytes`: the dK/dV-only kernel's
 // column split, or the dQ variants' whole columns.
@@ -63,7 +67,7 @@ int shared_bytes_at(const PaddedDims& dims, const Tiles& t, int row_bytes, DqAdd
       adds == DqAdds::None
           ? 0
           : fj::budget::bwd_dkdv_sm90_dq_bytes(dims.element_bytes, split.dk_slice, t.block_m,
-                                               t.block_n);
+                                               t.block_n, t.stages);
   return fj::budget::bwd_dkdv_sm90_shared_bytes(
       dims.element_bytes, row_bytes, dims.d_qk_pad, dims.d_v_pad, split.dk_slice, split.dv_slice,
       split.splits, t.block_m, t.block_n, t.stages, dq_bytes);
@@ -117,9 +121,10 @@ std::string swapped_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                   const std::string& target, bool ordered) {
   if (ordered)
     return "swapped consumers (96 keys a CTA) add dQ in any order only, not in key-block order";
-  if (t.block_m != fj::budget::kDqAccumTileRows || t.stages != 2 || t.warps != kBwdSm90Warps)
-    return fmt::format("swapped consumers run {} query rows a step in two ring slots with {} "
-                       "warps, not block_m {}, {} slots, {} warps",
+  if (t.block_m != fj::budget::kDqAccumTileRows || (t.stages != 1 && t.stages != 2) ||
+      t.warps != kBwdSm90Warps)
+    return fmt::format("swapped consumers run {} query rows a step in one or two ring slots "
+                       "with {} warps, not block_m {}, {} slots, {} warps",
                        fj::budget::kDqAccumTileRows, kBwdSm90Warps, t.block_m, t.stages, t.warps);
   if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
     return fmt::format("head dims {}/{} (padded): swapped consumers run dQ's shares as wgmma N "
@@ -183,7 +188,8 @@ bool pairs_consumers(const Spec& spec, const std::string& target) {
 bool swaps_products(const Spec& spec, const std::string& target) {
   const PaddedDims dims = padded_dims(spec);
   return !some_tiles_fit(kPreferredWithDq, dims, target, tiles_problem_with_dq) &&
-         !pairs_consumers(spec, target) && tiles_problem_with_dq(dims, kSwapped, target).empty();
+         !pairs_consumers(spec, target) &&
+         some_tiles_fit(kSwappedTiles, dims, target, tiles_problem_with_dq);
 }
 
 // The dQ variant's: those calls unless the spec asks for a deterministic backward (its dQ is
@@ -210,7 +216,9 @@ Tiles default_tiles(const Spec& spec, const std::string& target, const CallTrait
 
 Tiles default_tiles_with_dq(const Spec& spec, const std::string& target, const CallTraits&) {
   if (pairs_consumers(spec, target)) return kPaired;
-  if (swaps_products(spec, target)) return kSwapped;
+  if (swaps_products(spec, target))
+    return first_fitting_tiles(kSwappedTiles, spec, target, tiles_problem_with_dq,
+                               "sm90 dK/dV/dQ (swapped)");
   return first_fitting_tiles(kPreferredWithDq, spec, target, tiles_problem_with_dq,
                              "sm90 dK/dV/dQ");
 }
@@ -227,7 +235,7 @@ std::vector<Tiles> tuning_grid(const Spec&) {
 std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
   std::vector<Tiles> grid(std::begin(kPreferredWithDq), std::end(kPreferredWithDq));
   grid.push_back(kPaired);
-  grid.push_back(kSwapped);
+  grid.insert(grid.end(), std::begin(kSwappedTiles), std::end(kSwappedTiles));
   return grid;
 }
 

@@ -53,4 +53,26 @@ __device__ __forceinline__ void rescale_rows(float (&o)[kTiles][4], const float 
   }
 }
 
+// The backward's P from S, its rows' LSE known (log2 domain): P = exp2(scale_log2 s - LSE),
+// in S's registers.
+template <int kTiles>
+__device__ __forceinline__ void probabilities_of_rows(float (&s)[kTiles][4], float scale_log2,
+                                                      const float (&lse_log2)[2]) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = exp2_approx(fmaf(s[j][e], scale_log2, -lse_log2[e / 2]));
+}
+
+// dS = P (dP - D) from P and dP, its rows' D known, in dP's registers.
+template <int kTiles>
+__device__ __forceinline__ void score_gradients_of_rows(float (&dp)[kTiles][4],
+                                                        const float (&p)[kTiles][4],
+                                                        const float (&d)[2]) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[j][e] = p[j][e] * (dp[j][e] - d[e / 2]);
+}
+
 }  // namespace fj

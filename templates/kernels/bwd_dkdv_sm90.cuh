@@ -6,7 +6,8 @@
 //   - warp group 0, the producer, gives most of its registers away; its first warp loads K and
 //     V once (TMA, the kv_full barrier), then per step the Q and dO tiles of kBlockM query rows
 //     into a kStages-deep ring (one lane issues TMA; every lane writes the rows' LSE, in the
-//     log2 domain, and D into the slot), each slot guarded by a "full" and an "empty" mbarrier.
+//     log2 domain, and D into the slot), each slot guarded by a "full" and an "empty" mbarrier
+//     (swapped consumers at one slot: Q in two, dO in one with its own pair).
 //   - warp groups 1 and 2, the consumers, own 64 keys each, so they hold the scores transposed
 //     (wgmma M = keys, N = the tile's query rows). Per step:
 //       S^T = K Q^T and dP^T = V dO^T   (wgmma SS, both K-major in swizzled panels: rows of
@@ -75,6 +76,29 @@
 namespace fj {
 namespace sm90_bwd {
 
+// One lane's TMA copies of the step's Q tile into its ring slot, and of its dO tile, both
+// completing on mbarrier `full`.
+template <class Cfg, DqAdds kDq>
+__device__ __forceinline__ void load_q_tile(const Smem<Cfg, kDq>& sm, const TmaDesc* tm_q,
+                                            int slot, const Sequence& seq, int m0, int head,
+                                            u32 full) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+#pragma unroll 1
+  for (int panel = 0; panel < L::kQPanels; ++panel)
+    tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * L::kPanelCols,
+                seq.q_start + m0, head, seq.tma_batch, full);
+}
+template <class Cfg, DqAdds kDq>
+__device__ __forceinline__ void load_do_tile(const Smem<Cfg, kDq>& sm, const TmaDesc* tm_do,
+                                             int slot, const Sequence& seq, int m0, int head,
+                                             u32 full) {
+  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+#pragma unroll 1
+  for (int panel = 0; panel < L::kDoPanels; ++panel)
+    tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * L::kPanelCols,
+                seq.q_start + m0, head, seq.tma_batch, full);
+}
+
 // The producer's first warp.
 template <class Cfg, DqAdds kDq>
 __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParams& p,
@@ -105,32 +129,54 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       m0 = kb.tile0 * Cfg::kBlockM;
       ++head;
     }
-    const int slot = j % Cfg::kStages;
-    mbar_wait(sm.empty(slot), ((j / Cfg::kStages) & 1) ^ 1);  // the first pass finds it free
-    // Q's and dO's copies first, so that their latency runs beside the rows' global loads
-    // below rather than after them.
-    if (lane == 0) {
-      mbar_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
-#pragma unroll 1
-      for (int panel = 0; panel < L::kQPanels; ++panel)
-        tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * L::kPanelCols,
-                    seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
-#pragma unroll 1
-      for (int panel = 0; panel < L::kDoPanels; ++panel)
-        tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * L::kPanelCols,
-                    seq.q_start + m0, head, seq.tma_batch, sm.full(slot));
-    }
-    // The rows' LSE in the log2 domain and D (0 past the sequence end).
+    const int slot = j % L::kQSlots;
+    mbar_wait(sm.empty(slot), ((j / L::kQSlots) & 1) ^ 1);  // the first pass finds it free
     const long long row0 = lse_row0<Cfg::kVarlen>(p, seq, kb.batch, head) + m0;
     const u32 rows = sm.rows_at(slot);
+    if constexpr (!L::kOneDoSlot) {
+      // Q's and dO's copies first, so that their latency runs beside the rows' global loads
+      // below rather than after them.
+      if (lane == 0) {
+        mbar_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
+        load_q_tile<Cfg, kDq>(sm, tm_q, slot, seq, m0, head, sm.full(slot));
+        load_do_tile<Cfg, kDq>(sm, tm_do, slot, seq, m0, head, sm.full(slot));
+      }
+      // The rows' LSE in the log2 domain and D (0 past the sequence end).
 #pragma unroll 1
-    for (int r = lane; r < Cfg::kBlockM; r += 32) {
-      const bool valid = m0 + r < seq.seqlen_q;
-      st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
-      st_shared_u32(rows + 4 * (Cfg::kBlockM + r),
-                    __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
+      for (int r = lane; r < Cfg::kBlockM; r += 32) {
+        const bool valid = m0 + r < seq.seqlen_q;
+        st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
+        st_shared_u32(rows + 4 * (Cfg::kBlockM + r),
+                      __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
+      }
+      mbar_arrive(sm.full(slot));  // this lane's rows are written
+    } else {
+      // Q with the rows' LSE, then dO with their D once its one slot frees (both consumers'
+      // dV^T products of the step before are done); D is read before that wait.
+      static_assert(Cfg::kBlockM == 64, "two rows a lane");
+      if (lane == 0) {
+        mbar_expect_tx(sm.full(slot), L::kQBytes);
+        load_q_tile<Cfg, kDq>(sm, tm_q, slot, seq, m0, head, sm.full(slot));
+      }
+      float d[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = lane + 32 * i;
+        const bool valid = m0 + r < seq.seqlen_q;
+        st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
+        d[i] = valid ? p.d_rows[row0 + r] : 0.f;
+      }
+      mbar_arrive(sm.full(slot));  // this lane's LSE rows are written
+      mbar_wait(sm.do_empty(), (j & 1) ^ 1);
+      if (lane == 0) {
+        mbar_expect_tx(sm.do_full(), L::kDoBytes);
+        load_do_tile<Cfg, kDq>(sm, tm_do, 0, seq, m0, head, sm.do_full());
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        st_shared_u32(rows + 4 * (Cfg::kBlockM + lane + 32 * i), __float_as_int(d[i]));
+      mbar_arrive(sm.do_full());  // this lane's D rows are written
     }
-    mbar_arrive(sm.full(slot));  // this lane's rows are written
   }
 }
 
@@ -321,7 +367,7 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
     tma_prefetch_descriptor(tm_v);
     tma_prefetch_descriptor(tm_do);
     mbar_init(sm.kv_full(), 1);
-    for (int slot = 0; slot < Cfg::kStages; ++slot) {
+    for (int slot = 0; slot < L::kQSlots; ++slot) {
       mbar_init(sm.full(slot), 32);  // every producer lane: its rows (lane 0 announced the bytes)
       // Every consumer thread arrives once its reads of the slot are done: the LSE and D rows
       // are read by every lane (one lane's arrival after a __syncwarp would order them too,
@@ -333,6 +379,10 @@ __device__ __forceinline__ void bwd_dkdv_sm90_body(const BwdParams& p, const Tma
         mbar_init(sm.dq_staged(c), 128);  // every thread of consumer c: its part of the tile
         mbar_init(sm.dq_free(c), 1);      // the dQ writer, once the add has read the stage
       }
+    if constexpr (L::kOneDoSlot) {
+      mbar_init(sm.do_full(), 32);                      // as a Q slot's full
+      mbar_init(sm.do_empty(), L::kConsumerThreads);  // every consumer thread, after dV^T
+    }
     if constexpr (L::kPaired) {
       mbar_init(sm.pt_full(), 128);   // the first consumer's threads
       mbar_init(sm.pt_empty(), 128);  // the second's

@@ -7,6 +7,7 @@
 #include "../attn/epilogue.cuh"
 #include "../attn/mask.cuh"
 #include "../attn/sequence.cuh"
+#include "../attn/softmax.cuh"
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/wgmma_tiles.cuh"
@@ -48,6 +49,12 @@ struct Sm90BwdDkDvLayoutOf {
       Element::kBytes, kRow);
   static constexpr int kKPanelBytes = Cfg::kBlockN * kRow;  // one panel of K or V
   static constexpr int kQPanelBytes = Cfg::kBlockM * kRow;  // of a Q or dO tile
+  // Q's ring slots (with the rows' LSE and D) and dO's: both Cfg::kStages, except swapped
+  // consumers at one slot, whose dO takes one slot with its own mbarriers and Q two
+  // (budget::bwd_dkdv_sm90_one_do_slot).
+  static constexpr bool kOneDoSlot = budget::bwd_dkdv_sm90_one_do_slot(Cfg::kBlockN, Cfg::kStages);
+  static constexpr int kQSlots = budget::bwd_dkdv_sm90_q_slots(Cfg::kBlockN, Cfg::kStages);
+  static constexpr int kDoSlots = Cfg::kStages;
   static constexpr int kKBytes = kQkPanels * kKPanelBytes;
   static constexpr int kVBytes = kVPanels * kKPanelBytes;
   static constexpr int kQBytes = kQPanels * kQPanelBytes;  // one ring slot's Q
@@ -55,15 +62,16 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kKOffset = 0;
   static constexpr int kVOffset = kKOffset + kKBytes;
   static constexpr int kQOffset = kVOffset + kVBytes;
-  static constexpr int kDoOffset = kQOffset + Cfg::kStages * kQBytes;
+  static constexpr int kDoOffset = kQOffset + kQSlots * kQBytes;
   // The dQ variant's dS^T tiles, kBlockN key rows of kBlockM queries in panels of 64 (one
   // 128-byte row each), and its consumers' staged dQ tiles.
-  static constexpr int kDsBuffers = kAccumulateDq ? budget::kBwdDkDvSm90DsBuffers : 0;
+  static constexpr int kDsBuffers =
+      kAccumulateDq ? budget::bwd_dkdv_sm90_ds_buffers(Cfg::kBlockN, Cfg::kStages) : 0;
   static constexpr int kDsBytes = Cfg::kBlockN * Cfg::kBlockM * Element::kBytes;
   static constexpr int kDsPanelBytes = Cfg::kBlockN * kDsRow;
   // 1024-byte aligned, as 128-byte swizzled tiles are (narrower panels of a step of 48 or 80
   // query rows may end between).
-  static constexpr int kDsOffset = budget::align_1024(kDoOffset + Cfg::kStages * kDoBytes);
+  static constexpr int kDsOffset = budget::align_1024(kDoOffset + kDoSlots * kDoBytes);
   // Paired consumers' P^T (fp32, in the order of the first's registers), then its mbarriers;
   // swapped consumers' P^T (one tile as dS^T's, each its own 48 key rows).
   static constexpr int kPtOffset = kDsOffset + kDsBuffers * kDsBytes;
@@ -78,15 +86,17 @@ struct Sm90BwdDkDvLayoutOf {
   // turn.
   static constexpr int kDqMailboxOffset = kDqStageOffset + kDqStage0Bytes + kDqStage1Bytes;
   static constexpr int kDqMailboxBytes = kAccumulateDq ? budget::kDqMailboxBytes : 0;
-  static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D per slot
-  static constexpr int kBarOffset = kRowsOffset + Cfg::kStages * Cfg::kBlockM * 2 * 4;
+  static constexpr int kRowsOffset = kDqMailboxOffset + 2 * kDqMailboxBytes;  // LSE, D a Q slot
+  static constexpr int kBarOffset = kRowsOffset + kQSlots * Cfg::kBlockM * 2 * 4;
   static constexpr int kSharedBytes = budget::bwd_dkdv_sm90_shared_bytes(
       Element::kBytes, kRow, Cfg::kDqkPad, Cfg::kDvPad, Cfg::kDkSlice, Cfg::kDvSlice,
       Cfg::kDvSplits, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
       kAccumulateDq
-          ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM, Cfg::kBlockN)
+          ? budget::bwd_dkdv_sm90_dq_bytes(Element::kBytes, Cfg::kDkSlice, Cfg::kBlockM,
+                                           Cfg::kBlockN, Cfg::kStages)
           : 0);
-  static_assert(kSharedBytes == kBarOffset + budget::bwd_sm90_barrier_bytes(Cfg::kStages),
+  static_assert(kSharedBytes ==
+                    kBarOffset + budget::bwd_dkdv_sm90_barrier_bytes(Cfg::kBlockN, Cfg::kStages),
                 "the budget holds K, V, the ring, the dS^T and dQ tiles, the rows' LSE and D "
                 "and the barriers");
   // The two consumers' shares of the split's kDkSlice dQ columns at 64 rows a step: a share
@@ -114,9 +124,9 @@ struct Sm90BwdDkDvLayoutOf {
                     (Cfg::kDvSplits == 1 && Cfg::kBlockM == kDqTileRows),
                 "paired consumers accumulating dQ hold whole columns, at 64 query rows a step");
   static_assert(!kSwapped || (kDq == DqAdds::kAnyOrder && Cfg::kDvSplits == 1 &&
-                              Cfg::kBlockM == kDqTileRows && Cfg::kStages == 2),
+                              Cfg::kBlockM == kDqTileRows),
                 "swapped consumers add dQ in any order, hold whole columns, at 64 query rows a "
-                "step (S's wgmma M and dS^T's one 128-byte panel row), in two ring slots");
+                "step (S's wgmma M and dS^T's one 128-byte panel row)");
   static_assert(!kSwapped || (kConsumerKeys * kRow) % (8 * kRow) == 0,
                 "the second consumer's K and V rows start on a swizzle atom");
 
@@ -183,7 +193,7 @@ struct Smem {
   }
   __device__ u32 dq_free(int consumer) const { return dq_staged(consumer) + 8; }
   __device__ u32 dq_mailbox(int consumer) const { return dq_staged(consumer) + 16; }
-  // The slot's kBlockM LSE values (log2 domain), then its kBlockM D values.
+  // The Q slot's kBlockM LSE values (log2 domain), then its kBlockM D values.
   __device__ float* rows(int slot) const {
     return reinterpret_cast<float*>(generic + L::kRowsOffset) + slot * 2 * Cfg::kBlockM;
   }
@@ -191,10 +201,14 @@ struct Smem {
   // 24 registers).
   __device__ u32 rows_at(int slot) const { return base + L::kRowsOffset + slot * 8 * Cfg::kBlockM; }
   __device__ u32 kv_full() const { return base + L::kBarOffset; }
+  // A Q slot's (and with Q's, dO's: kOneDoSlot false).
   __device__ u32 full(int slot) const { return base + L::kBarOffset + 8 * (1 + slot); }
   __device__ u32 empty(int slot) const {
-    return base + L::kBarOffset + 8 * (1 + Cfg::kStages + slot);
+    return base + L::kBarOffset + 8 * (1 + L::kQSlots + slot);
   }
+  // dO's one slot, where it has its own (kOneDoSlot).
+  __device__ u32 do_full() const { return base + L::kBarOffset + 8 * (1 + 2 * L::kQSlots); }
+  __device__ u32 do_empty() const { return do_full() + 8; }
 };
 
 // The CTA's keys and its steps: every query head of the group, and per head the query tiles

@@ -1,6 +1,6 @@
 // The sm90 dK/dV kernel's swapped consumers (kernels/bwd_dkdv_sm90.cuh), FlashAttention-3's
-// tiles at head dims whose dK and dV one 64-key consumer cannot hold (192/128): 96 keys a CTA,
-// 48 a consumer, which wgmma can only take as N. So each consumer computes
+// tiles at head dims whose dK and dV one 64-key consumer cannot hold (d136-d192, 192/128): 96
+// keys a CTA, 48 a consumer, which wgmma can only take as N. So each consumer computes
 //   S = Q K^T and dP = dO V^T      (M = the step's 64 query rows, N = its 48 keys)
 //   P and dS = P (dP - D)          (the rows' LSE and D in registers: rows are queries)
 // writes P^T and dS^T to shared memory (stmatrix, transposed: key rows of 64 queries, the
@@ -9,8 +9,10 @@
 //   dK^T += Q^T dS                  B = its own P^T or dS^T rows, K-major)
 // then its share of dQ = dS K over both consumers' keys, as the 128-key consumers do. Its
 // accumulators hold 3/8 of a register a column of dK and dV, where a 64-key consumer holds 1/2,
-// so dK, dV, and S, dP or the dQ share fit at 192/128 beside each other, and no separate dQ
-// kernel recomputes S and dP (five products a step instead of seven over two kernels).
+// so dK, dV, and S, dP or the dQ share fit up to d192 beside each other, and no separate dQ
+// kernel recomputes S and dP (five products a step instead of seven over two kernels). Where
+// two ring slots do not fit (d136-d192), Q keeps two and dO and dS^T take one
+// (Sm90BwdDkDvLayoutOf::kOneDoSlot), as FlashAttention-3's stages there.
 #pragma once
 
 #include "bwd_dkdv_sm90_dq.cuh"
@@ -19,8 +21,10 @@ namespace fj {
 namespace sm90_bwd {
 
 // The named barriers (after kDsReadyBarrier) that say consumer c's P^T rows are in shared
-// memory, before its dV^T product reads them.
+// memory, before its dV^T product reads them; and with one dS^T buffer, that consumer c's dQ
+// product is done with it, before the other writes the next step's rows.
 constexpr u32 kPtReadyBarrier0 = 2;
+constexpr u32 kDsFreeBarrier0 = 4;
 
 // This warp's part of S (or dP): 16 query rows x the consumer's 48 keys, packed and stored
 // transposed into the key rows `key_row0` on of a tile of 128-byte rows (64 queries, TMA's
@@ -60,16 +64,21 @@ __device__ __forceinline__ void issue_transposed_product(Acc& acc, u32 tile, u32
 
 // A step's end, dV^T's product in flight: the consumer's dQ share (kCols columns from kCol0,
 // over both consumers' dS^T in `ds`), then dK^T's product from its own dS^T rows, and the
-// share staged while dK^T's runs. Returns with every product done.
+// share staged while dK^T's runs. Once dV^T's and dQ's products are done it frees dO's own
+// slot (`do_empty`, where dO has one) and says it is done with the one dS^T buffer
+// (`ds_free`, where there is one and a step follows). Returns with every product done.
 template <class Cfg, int kCol0, int kCols, int kDkRows, class DkAcc>
 __device__ __forceinline__ void dq_then_dk_swapped(DkAcc& acc_dk, u32 q, u32 ds, u32 ds_rows,
                                                    u32 k_cols, const DqStage& stage, int c, int j,
-                                                   const DqShare& share, int warp, int lane) {
+                                                   const DqShare& share, u32 do_empty,
+                                                   bool ds_free, int warp, int lane) {
   constexpr DqAdds kDq = DqAdds::kAnyOrder;
   float acc_dq[kCols / 8][4];
   issue_dq_product<Cfg, kDq, kCols>(acc_dq, ds, k_cols);
   issue_transposed_product<Cfg, kDkRows>(acc_dk, q, ds_rows);
   wgmma_wait<1>();  // dV^T's and dQ's products are done
+  if (do_empty != 0) mbar_arrive(do_empty);
+  if (ds_free) named_arrive(kDsFreeBarrier0 + c, 256);
   stage_dq<Cfg, kDq, kCols, kCol0>(acc_dq, stage, c, j, share, warp, lane);
   wgmma_wait<0>();
 }
@@ -128,17 +137,22 @@ __device__ __forceinline__ void consume_swapped(const Smem<Cfg, DqAdds::kAnyOrde
   zero_tiles(acc_dv);
 
   mbar_wait(sm.kv_full(), 0);
+  const int steps = kb.steps(p);
 #pragma unroll 1
-  for (int j = 0; j < kb.steps(p); ++j) {
-    const int slot = j % Cfg::kStages;
+  for (int j = 0; j < steps; ++j) {
+    const int slot = j % L::kQSlots;
     const int m0 = kb.m0(j);
-    mbar_wait(sm.full(slot), (j / Cfg::kStages) & 1);
+    // dO's tile: in the Q slot's ring slot, or in its own one slot (L::kOneDoSlot).
+    const u32 d_o = sm.d_o(L::kOneDoSlot ? 0 : slot);
+    mbar_wait(sm.full(slot), (j / L::kQSlots) & 1);
     float s[kKT][4], dp[kKT][4];
     wgmma_fence();
     wgmma_ss_k_major<kKeys, Cfg::kDqkPad / 16, L::kRow>(s, sm.q(slot), L::kQPanelBytes, k_rows,
                                                          L::kKPanelBytes);
     wgmma_commit();
-    wgmma_ss_k_major<kKeys, Cfg::kDvPad / 16, L::kRow>(dp, sm.d_o(slot), L::kQPanelBytes, v_rows,
+    if constexpr (L::kOneDoSlot) mbar_wait(sm.do_full(), j & 1);
+    wgmma_fence();
+    wgmma_ss_k_major<kKeys, Cfg::kDvPad / 16, L::kRow>(dp, d_o, L::kQPanelBytes, v_rows,
                                                         L::kKPanelBytes);
     wgmma_commit();
     // This thread's two query rows of the step: their LSE (log2 domain) and D.
@@ -151,25 +165,21 @@ __device__ __forceinline__ void consume_swapped(const Smem<Cfg, DqAdds::kAnyOrde
 
     wgmma_wait<1>();  // S has landed
     if (masked) mask_scores<Cfg>(s, m0 + r0, key0, kb.seq.seqlen_k, kb.seq.diag, lane);
-#pragma unroll
-    for (int t = 0; t < kKT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse[e / 2]));
+    probabilities_of_rows(s, p.scale_log2, lse);
     wgmma_wait<0>();  // dP has landed
-#pragma unroll
-    for (int t = 0; t < kKT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[t][e] = s[t][e] * (dp[t][e] - d_row[e / 2]);
+    score_gradients_of_rows(dp, s, d_row);
 
     // P^T into this consumer's rows (its last dV^T product, which read them, is done), dS^T
-    // into the step's buffer (both consumers' products of two steps ago, which read it, are:
-    // each passed the last step's dS^T barrier only after finishing its step before).
+    // into the step's buffer: with two, both consumers' products of two steps ago, which read
+    // it, are done (each passed the last step's dS^T barrier only after finishing its step
+    // before); with one, the other's dQ product of the step before says so.
     const u32 ds = sm.ds(j % L::kDsBuffers);
     store_transposed<Element>(pt_rows, s, 0, warp, lane);
+    if (L::kDsBuffers == 1 && j > 0) named_sync(kDsFreeBarrier0 + (1 - c), 256);
     store_transposed<Element>(ds, dp, c * kKeys, warp, lane);
     fence_proxy_async_shared();
     named_sync(kPtReadyBarrier0 + c, 128);
-    issue_transposed_product<Cfg, kDvRows>(acc_dv, sm.d_o(slot), pt_rows);
+    issue_transposed_product<Cfg, kDvRows>(acc_dv, d_o, pt_rows);
     named_sync(kDsReadyBarrier, 256);
 
     // dQ's share (over both consumers' keys) while dV^T's product runs, then dK^T's, and the
@@ -179,12 +189,16 @@ __device__ __forceinline__ void consume_swapped(const Smem<Cfg, DqAdds::kAnyOrde
     const DqStage stage{sm.dq_stage(c), sm.dq_staged(c), sm.dq_free(c), sm.dq_mailbox(c)};
     const u32 k_cols = sm.k_cols(share_col0);
     const u32 ds_rows = ds + c * kKeys * L::kDsRow;
+    const u32 do_empty = L::kOneDoSlot ? sm.do_empty() : 0;
+    const bool ds_free = L::kDsBuffers == 1 && j + 1 < steps;
     if (c == 0)
       dq_then_dk_swapped<Cfg, 0, L::kDqCols0, kDkRows>(acc_dk, sm.q(slot), ds, ds_rows, k_cols,
-                                                       stage, c, j, share, warp, lane);
+                                                       stage, c, j, share, do_empty, ds_free,
+                                                       warp, lane);
     else
       dq_then_dk_swapped<Cfg, L::kDqCols0, L::kDqCols1, kDkRows>(
-          acc_dk, sm.q(slot), ds, ds_rows, k_cols, stage, c, j, share, warp, lane);
+          acc_dk, sm.q(slot), ds, ds_rows, k_cols, stage, c, j, share, do_empty, ds_free, warp,
+          lane);
     mbar_arrive(sm.empty(slot));
   }
 

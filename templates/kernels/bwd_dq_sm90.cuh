@@ -113,15 +113,9 @@ __device__ __forceinline__ void consume(const Smem<Cfg>& sm, const BwdParams& p,
 
     if (block_needs_mask<Cfg>(rows0, L::kConsumerRows, key0, kBN, seq.seqlen_k, seq.diag))
       mask_scores<Cfg>(s, row, key0, seq.seqlen_k, seq.diag, lane);
-#pragma unroll
-    for (int t = 0; t < kST; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[e / 2]));
+    probabilities_of_rows(s, p.scale_log2, lse_log2);
     wgmma_wait<0>();  // dP has landed
-#pragma unroll
-    for (int t = 0; t < kST; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[t][e] = s[t][e] * (dp[t][e] - d_row[e / 2]);
+    score_gradients_of_rows(dp, s, d_row);
     pack_k16_steps<Element>(x, dp);
     wgmma_fence();
     wgmma_rs_mn_major<Cfg::kDkSlice, kBN / 16>(acc_dq, x, sm.k(slot), L::kKPanelBytes);

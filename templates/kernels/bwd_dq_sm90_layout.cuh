@@ -6,6 +6,7 @@
 #include "../attn/epilogue.cuh"
 #include "../attn/mask.cuh"
 #include "../attn/sequence.cuh"
+#include "../attn/softmax.cuh"
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/wgmma_tiles.cuh"

@@ -142,13 +142,30 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_pt_bytes(int block_m, int block_n) {
          : block_n == kBwdDkDvSm90SwappedKeys ? block_n * block_m * 2
                                               : 0;
 }
+// Swapped consumers at one ring slot (`stages` 1: d192, FlashAttention-3's stages there) keep Q
+// and its rows in two slots and give dO one, and dS^T one buffer; dO then has its own full and
+// empty mbarriers. Everywhere else Q and dO share `stages` slots.
+FJ_BUDGET constexpr bool bwd_dkdv_sm90_one_do_slot(int block_n, int stages) {
+  return block_n == kBwdDkDvSm90SwappedKeys && stages == 1;
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_q_slots(int block_n, int stages) {
+  return bwd_dkdv_sm90_one_do_slot(block_n, stages) ? 2 : stages;
+}
+FJ_BUDGET constexpr int bwd_dkdv_sm90_ds_buffers(int block_n, int stages) {
+  return bwd_dkdv_sm90_one_do_slot(block_n, stages) ? 1 : kBwdDkDvSm90DsBuffers;
+}
 FJ_BUDGET constexpr int bwd_dkdv_sm90_dq_bytes(int element_bytes, int dk_slice, int block_m,
-                                               int block_n) {
-  return kBwdDkDvSm90DsBuffers * block_n * block_m * element_bytes +
+                                               int block_n, int stages) {
+  return bwd_dkdv_sm90_ds_buffers(block_n, stages) * block_n * block_m * element_bytes +
          bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 0) +
          bwd_dkdv_sm90_dq_stage_bytes(dk_slice, block_m, 1) + 2 * kDqMailboxBytes;
 }
 FJ_BUDGET constexpr int bwd_sm90_barrier_bytes(int stages) { return 8 * (1 + 2 * stages); }
+// The dK/dV kernel's: kv_full, full and empty a Q slot, and dO's own pair where it has one slot.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_barrier_bytes(int block_n, int stages) {
+  return bwd_sm90_barrier_bytes(bwd_dkdv_sm90_q_slots(block_n, stages)) +
+         (bwd_dkdv_sm90_one_do_slot(block_n, stages) ? 16 : 0);
+}
 // The widest panel rows (TMA's swizzle spans: 128, 64 or 32 bytes) that both padded head
 // dims fill without padding: a head dim of 80 columns takes 160 bytes a row in 32-byte
 // panels, 256 in 128-byte ones. 16-bit elements' padded dims are multiples of 16 columns, so
@@ -161,21 +178,25 @@ FJ_BUDGET constexpr int bwd_sm90_panel_row_bytes(int dqk_pad, int dv_pad, int el
 FJ_BUDGET constexpr int bwd_dkdv_sm90_tile_cols(int pad, int slice, int splits) {
   return pad > splits * slice ? pad : splits * slice;
 }
-// K, V and the ring in panels of `row_bytes` rows (bwd_sm90_panel_row_bytes), then the rest
-// from a 1024-byte boundary.
+// K, V and the ring (Q's slots, then dO's) in panels of `row_bytes` rows
+// (bwd_sm90_panel_row_bytes), then the rest from a 1024-byte boundary; the rows' LSE and D a
+// Q slot.
 FJ_BUDGET constexpr int bwd_dkdv_sm90_shared_bytes(int element_bytes, int row_bytes, int dqk_pad,
                                                    int dv_pad, int dk_slice, int dv_slice,
                                                    int splits, int block_m, int block_n,
                                                    int stages, int dq_bytes) {
+  const int q_slots = bwd_dkdv_sm90_q_slots(block_n, stages);
   return align_1024(
              ((panels(dqk_pad, element_bytes, row_bytes) + panels(dv_pad, element_bytes, row_bytes)) *
                   block_n +
-              (panels(bwd_dkdv_sm90_tile_cols(dqk_pad, dk_slice, splits), element_bytes, row_bytes) +
-               panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes, row_bytes)) *
-                  stages * block_m) *
+              (panels(bwd_dkdv_sm90_tile_cols(dqk_pad, dk_slice, splits), element_bytes, row_bytes) *
+                   q_slots +
+               panels(bwd_dkdv_sm90_tile_cols(dv_pad, dv_slice, splits), element_bytes, row_bytes) *
+                   stages) *
+                  block_m) *
              row_bytes) +
-         bwd_dkdv_sm90_pt_bytes(block_m, block_n) + dq_bytes + stages * block_m * 2 * 4 +
-         bwd_sm90_barrier_bytes(stages);
+         bwd_dkdv_sm90_pt_bytes(block_m, block_n) + dq_bytes + q_slots * block_m * 2 * 4 +
+         bwd_dkdv_sm90_barrier_bytes(block_n, stages);
 }
 FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_slice,
                                                          int block_m) {

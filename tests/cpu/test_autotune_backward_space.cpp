@@ -100,26 +100,28 @@ TEST_CASE("autotune backward: the dQ-accumulating kernel tunes its query step, a
   const BackwardCandidateSpace space = backward_candidate_space(spec_of(64, 64, false), "sm_90a");
   CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_dq_sm90");
   CHECK(std::string(space.dq_path->name) == "bwd_dq_convert");
-  REQUIRE(space.candidates.size() == 4);
-  CHECK(space.first_dq == 4);
+  REQUIRE(space.candidates.size() == 5);
+  CHECK(space.first_dq == 5);
   CHECK(space.candidates[0].dkdv == Tiles{128, 128, 12, 2});
   CHECK(space.candidates[1].dkdv == Tiles{64, 128, 12, 2});
   CHECK(space.candidates[2].dkdv == Tiles{64, 64, 12, 2});  // paired consumers, timed too
-  CHECK(space.candidates[3].dkdv == Tiles{64, 96, 12, 2});  // and swapped ones
+  CHECK(space.candidates[3].dkdv == Tiles{64, 96, 12, 2});  // and swapped ones, both ways
+  CHECK(space.candidates[4].dkdv == Tiles{64, 96, 12, 1});
   CHECK(space.candidates.front().dq.is_auto());
   // d128: the 64-row tiling, the paired and the swapped ones; 128/256 starts from the paired
   // one.
-  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 3);
+  CHECK(backward_candidate_space(spec_of(128, 128, false), "sm_90a").candidates.size() == 4);
   CHECK(backward_candidate_space(spec_of(128, 256, false), "sm_90a").candidates.front().dkdv ==
         Tiles{64, 64, 12, 2});
   // d256's dK and dV do not fit one CTA beside a 64-row tile, nor paired with dQ's stages and
-  // two ring slots, and d192's qk columns are past what the paired dQ variant takes: the paired
-  // dK/dV kernel and the dQ kernel serve them, with their grids.
-  for (const int d : {192, 256}) {
-    const BackwardCandidateSpace space = backward_candidate_space(spec_of(d, d, false), "sm_90a");
-    CHECK(std::string(space.dkdv_path->name) == "bwd_dkdv_paired_sm90");
-    CHECK(space.candidates.size() > 1);
-  }
+  // two ring slots, nor swapped: the paired dK/dV kernel and the dQ kernel serve it, with their
+  // grids. d192 takes the swapped consumers at one dO slot, and its space starts there.
+  const BackwardCandidateSpace d256 = backward_candidate_space(spec_of(256, 256, false), "sm_90a");
+  CHECK(std::string(d256.dkdv_path->name) == "bwd_dkdv_paired_sm90");
+  CHECK(d256.candidates.size() > 1);
+  const BackwardCandidateSpace d192 = backward_candidate_space(spec_of(192, 192, false), "sm_90a");
+  CHECK(std::string(d192.dkdv_path->name) == "bwd_dkdv_dq_sm90");
+  CHECK(d192.candidates.front().dkdv == Tiles{64, 96, 12, 1});
 }
 
 TEST_CASE("autotune backward: the sm80 kernels' spaces on Ampere and Ada, pruned by shared "

@@ -203,12 +203,14 @@ TEST_CASE("plan: the backward's sm90 kernels take TMA-loadable calls where K and
   CHECK(d128.launches[1].kernel_name ==
         "fa_bwd_dkdvdq_ordered_qk128_v128_bf16_full_ws_m64n128s2_a16_sm90a");
 
-  // d136: dK and dV whole beside a 48-row query tile (the dQ variants' 64-row tile would
-  // not hold them, so the two kernels serve); d192: two CTAs of 128 columns each, which the
-  // paired kernel replaces (deterministic: its consumers hold dK and dV of 64 keys whole). The
-  // dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest preferred that
-  // holds dK, dV, S^T and dP^T, 96 rows.
-  const Plan d136 = rt::plan_backward(spec_of(136, 136), "sm_90a", {}).launches[1];
+  // Deterministic d136: dK and dV whole beside a 48-row query tile (the ordered variant's
+  // 64-row tile would not hold them, so the two kernels serve); d192: two CTAs of 128 columns
+  // each, which the paired kernel replaces (deterministic: its consumers hold dK and dV of 64
+  // keys whole). The dK/dV kernel's own tiles at d64 (which the dQ variants take): the widest
+  // preferred that holds dK, dV, S^T and dP^T, 96 rows.
+  Spec deterministic_d136 = spec_of(136, 136);
+  deterministic_d136.deterministic = true;
+  const Plan d136 = rt::plan_backward(deterministic_d136, "sm_90a", {}).launches[1];
   CHECK(d136.path->id == KernelPath::BwdDkDvSm90);
   CHECK(d136.dv_splits == 1);
   CHECK(d136.tiles.block_m == 48);
@@ -331,24 +333,28 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
     CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
     CHECK(op.launches[2].dk_slice == op.launches[1].dk_slice);
   }
-  // Where neither serves and two ring slots of 64 query rows fit beside 96 keys, the consumers
-  // take 48 keys each with their products swapped (whole columns, the paths' rules both ways).
-  for (const auto& [dqk, dv] : {std::pair{192, 128}, {64, 256}, {160, 128}, {176, 128}, {128, 192}}) {
+  // Where neither serves and 64 query rows a step fit beside 96 keys, the consumers take 48
+  // keys each with their products swapped (whole columns, the paths' rules both ways): in two
+  // ring slots, else (d136-d192) Q in two and dO in one.
+  for (const auto& [dqk, dv, stages] :
+       {std::tuple{192, 128, 2}, {64, 256, 2}, {160, 128, 2}, {176, 128, 2}, {128, 192, 2},
+        {136, 136, 1}, {160, 160, 1}, {176, 176, 1}, {192, 192, 1}}) {
     INFO(dqk, "/", dv);
     const rt::OperationPlan op = rt::plan_backward(spec_of(dqk, dv), "sm_90a", {});
     CHECK(op.launches[1].path->id == KernelPath::BwdDkDvDqSm90);
-    CHECK(op.launches[1].tiles == Tiles{64, fj::budget::kBwdDkDvSm90SwappedKeys, 12, 2});
+    CHECK(op.launches[1].tiles == Tiles{64, fj::budget::kBwdDkDvSm90SwappedKeys, 12, stages});
     CHECK(op.launches[1].panel_row_bytes == 128);
     CHECK(op.launches[2].path->id == KernelPath::BwdDqConvert);
   }
-  // Unsplit heads take the two deterministic kernels; split heads of qk dims past 128 (d176,
-  // d192), where dQ's stages leave one ring slot (d200, d256) or whose dQ shares would pass
-  // wgmma's N (d320), and deterministic specs, the paired dK/dV kernel and the dQ kernel.
+  // Deterministic unsplit heads take the two deterministic kernels; heads past what the swapped
+  // consumers hold (d200, d256; d320, whose dQ shares would pass wgmma's N) and deterministic
+  // split ones, the paired dK/dV kernel and the dQ kernel.
+  Spec deterministic_d136 = spec_of(136, 136);
+  deterministic_d136.deterministic = true;
   Spec deterministic_d192 = spec_of(192, 192);
   deterministic_d192.deterministic = true;
-  for (const Spec& s : {spec_of(136, 136), spec_of(320, 320),
-                        spec_of(200, 200), spec_of(256, 256), spec_of(176, 176),
-                        spec_of(192, 192), deterministic_d192}) {
+  for (const Spec& s : {deterministic_d136, spec_of(320, 320), spec_of(200, 200),
+                        spec_of(256, 256), deterministic_d192}) {
     INFO(s.head_dim_qk, "/", s.head_dim_v);
     const bool split = s.head_dim_qk != 136 && s.head_dim_qk + s.head_dim_v > 336;
     const rt::OperationPlan op = rt::plan_backward(s, "sm_90a", {});
@@ -406,12 +412,12 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   CHECK(b::bwd_dkdv_sm90_dq_stage_bytes(48, 128, 1) == 64 * 48 * 4);
   // dS^T's two tiles, the staged dQ tiles, a mailbox a consumer to the dQ writer.
   constexpr int mailboxes = 2 * b::kDqMailboxBytes;
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128) ==
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 48, 128, 128, 2) ==
         2 * 128 * 128 * 2 + 2 * 64 * 48 * 4 + mailboxes);
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128) ==
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, 2) ==
         2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + mailboxes);
   // Paired consumers (64 keys) add P^T in fp32 and its mbarriers, with dQ or without.
-  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64) ==
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 64, 2) ==
         2 * 64 * 64 * 2 + 64 * (128 + 64) * 4 + mailboxes);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(96, 64) == 64 * 96 * 4 + 16);
   CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 128) == 0);
@@ -427,7 +433,16 @@ TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged 
   const Plan p = rt::plan_backward(spec_of(128, 128), "sm_90a", {}).launches[1];
   CHECK(p.shared_bytes ==
         b::bwd_dkdv_sm90_shared_bytes(2, 128, 128, 128, 128, 128, 1, 64, 128, 2, 0) +
-            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128));
+            b::bwd_dkdv_sm90_dq_bytes(2, 128, 64, 128, 2));
+  // Swapped consumers (96 keys) add their 16-bit P^T; at one slot Q keeps two, dO and dS^T
+  // take one, and dO has its own mbarriers.
+  CHECK(b::bwd_dkdv_sm90_pt_bytes(64, 96) == 96 * 64 * 2);
+  CHECK(b::bwd_dkdv_sm90_dq_bytes(2, 192, 64, 96, 1) ==
+        96 * 64 * 2 + 64 * (128 + 64) * 4 + mailboxes);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 128, 192, 192, 192, 192, 1, 64, 96, 1, 0) ==
+        (6 * 96 + (3 * 2 + 3) * 64) * 128 + 96 * 64 * 2 + 2 * 64 * 8 + 8 * 5 + 16);
+  CHECK(b::bwd_dkdv_sm90_shared_bytes(2, 128, 192, 128, 192, 128, 1, 64, 96, 2, 0) ==
+        (5 * 96 + 5 * 2 * 64) * 128 + 96 * 64 * 2 + 2 * 64 * 8 + 8 * 5);
 }
 
 TEST_CASE("plan: the backward's scratch holds dq_accum's blocks when dK/dV accumulates dQ") {
