@@ -26,6 +26,20 @@ SHAPES = [(64, 64, 32), (72, 72, 28), (80, 80, 24), (96, 96, 20), (100, 100, 20)
           (512, 512, 4), (256, 512, 5)]  # dqk, dv, heads
 
 
+def shapes_of(dims: str) -> list[tuple[int, int, int]]:
+    """The shapes --dims names ("192" is 192/192), with SHAPES' head counts, else DESIGN.md's
+    2048 / head dim."""
+    if not dims:
+        return SHAPES
+    shapes = []
+    for item in dims.split(","):
+        qk, _, v = item.strip().partition("/")
+        dqk, dv = int(qk), int(v or qk)
+        heads = next((h for a, b, h in SHAPES if (a, b) == (dqk, dv)), max(1, 2048 // dqk))
+        shapes.append((dqk, dv, heads))
+    return shapes
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lib", default="build/capi/libflashjit_c.so")
@@ -34,17 +48,16 @@ def main() -> int:
                    help="specs with backward: {deterministic: true} (the ordered dK/dV/dQ kernel "
                         "up to d128 on sm90, the two kernels past it)")
     p.add_argument("--dims", default="",
-                   help="comma-separated head dims qk[/v] to run (default: all of SHAPES)")
+                   help="comma-separated head dims qk[/v] to run, any (\"192\" is 192/192; "
+                        "default: all of SHAPES)")
     p.add_argument("--row-pad", type=int, default=0, metavar="N",
                    help="Q, K, V and dO as views into rows padded to a multiple of N elements "
                         "(64: 128-byte aligned bf16 rows), the same values: how the rows' "
                         "alignment moves the kernels (bench/NOTES.md entry 42)")
     args = p.parse_args()
-    wanted = {d for d in args.dims.split(",") if d}
+    shapes = shapes_of(args.dims)
     runtime = fj.Runtime(fj.Library(args.lib))
-    for dqk, dv, heads in SHAPES:
-        if wanted and str(dqk) not in wanted and f"{dqk}/{dv}" not in wanted:
-            continue
+    for dqk, dv, heads in shapes:
         det = "true" if args.deterministic else "false"
         kernel = runtime.kernel(f"name: split_{dqk}_{dv}\nhead_dim_qk: {dqk}\nhead_dim_v: {dv}\n"
                                 f"dtype: bf16\ncausal: {'true' if args.causal else 'false'}\n"
