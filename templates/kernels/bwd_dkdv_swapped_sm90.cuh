@@ -5,7 +5,7 @@
 //   P and dS = P (dP - D)          (the rows' LSE and D in registers: rows are queries)
 // writes P^T and dS^T to shared memory (stmatrix, transposed: key rows of 64 queries, the
 // dS^T tile's layout), and accumulates the transposes
-//   dV^T += dO^T P^T's transpose   (M = dV's columns, 64 a product; A = dO read MN-major,
+//   dV^T += dO^T P                 (M = dV's columns, 64 a product; A = dO read MN-major,
 //   dK^T += Q^T dS                  B = its own P^T or dS^T rows, K-major)
 // then its share of dQ = dS K over both consumers' keys, as the 128-key consumers do. Its
 // accumulators hold 3/8 of a register a column of dK and dV, where a 64-key consumer holds 1/2,
@@ -28,8 +28,8 @@ constexpr u32 kDsFreeBarrier0 = 4;
 
 // This warp's part of S (or dP): 16 query rows x the consumer's 48 keys, packed and stored
 // transposed into the key rows `key_row0` on of a tile of 128-byte rows (64 queries, TMA's
-// 128-byte swizzle: chunk q of row r at q ^ (r % 8)). stmatrix's tile i is n8 tile 2p + i / 2,
-// query half i % 2.
+// 128-byte swizzle: chunk q of row r at q ^ (r % 8)). stmatrix's tile i is n8 tile
+// 2 pair + i / 2, query half i % 2.
 template <class Element, int kTiles>
 __device__ __forceinline__ void store_transposed(u32 tile, const float (&s)[kTiles][4],
                                                  int key_row0, int warp, int lane) {
