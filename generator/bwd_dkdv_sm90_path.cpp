@@ -129,9 +129,8 @@ std::string swapped_tiles_problem(const PaddedDims& dims, const Tiles& t,
   if (dims.d_qk_pad > 256 || dims.d_v_pad > 256)
     return fmt::format("head dims {}/{} (padded): swapped consumers run dQ's shares as wgmma N "
                        "of at most 256", dims.d_qk_pad, dims.d_v_pad);
-  // dK^T's and dV^T's products run in whole 64-row blocks.
-  const int registers = fj::budget::bwd_dkdv_sm90_swapped_registers(round_up(dims.d_qk_pad, 64),
-                                                                    round_up(dims.d_v_pad, 64));
+  const int registers =
+      fj::budget::bwd_dkdv_sm90_swapped_registers(dims.d_qk_pad, dims.d_v_pad);
   if (registers > fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a swapped consumer thread (more than {} spills)",
                        registers, fj::budget::kBwdDkDvSm90MaxAccumulatorRegisters);
@@ -235,7 +234,7 @@ std::vector<Tiles> tuning_grid(const Spec&) {
 std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
   std::vector<Tiles> grid(std::begin(kPreferredWithDq), std::end(kPreferredWithDq));
   grid.push_back(kPaired);
-  grid.insert(grid.end(), std::begin(kSwappedTiles), std::end(kSwappedTiles));
+  for (const Tiles& t : kSwappedTiles) grid.push_back(t);
   return grid;
 }
 

@@ -76,27 +76,14 @@
 namespace fj {
 namespace sm90_bwd {
 
-// One lane's TMA copies of the step's Q tile into its ring slot, and of its dO tile, both
-// completing on mbarrier `full`.
-template <class Cfg, DqAdds kDq>
-__device__ __forceinline__ void load_q_tile(const Smem<Cfg, kDq>& sm, const TmaDesc* tm_q,
-                                            int slot, const Sequence& seq, int m0, int head,
-                                            u32 full) {
-  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+// One lane's TMA copies of a tile's kPanels panels (kPanelBytes apart from `tile` on, the
+// layout's kPanelCols columns each) of rows from `row` of `head`, completing on mbarrier `full`.
+template <class L, int kPanels, int kPanelBytes>
+__device__ __forceinline__ void load_panels(u32 tile, const TmaDesc* map, int row, int head,
+                                            int batch, u32 full) {
 #pragma unroll 1
-  for (int panel = 0; panel < L::kQPanels; ++panel)
-    tma_load_4d(sm.q(slot) + panel * L::kQPanelBytes, tm_q, panel * L::kPanelCols,
-                seq.q_start + m0, head, seq.tma_batch, full);
-}
-template <class Cfg, DqAdds kDq>
-__device__ __forceinline__ void load_do_tile(const Smem<Cfg, kDq>& sm, const TmaDesc* tm_do,
-                                             int slot, const Sequence& seq, int m0, int head,
-                                             u32 full) {
-  using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
-#pragma unroll 1
-  for (int panel = 0; panel < L::kDoPanels; ++panel)
-    tma_load_4d(sm.d_o(slot) + panel * L::kQPanelBytes, tm_do, panel * L::kPanelCols,
-                seq.q_start + m0, head, seq.tma_batch, full);
+  for (int panel = 0; panel < kPanels; ++panel)
+    tma_load_4d(tile + panel * kPanelBytes, map, panel * L::kPanelCols, row, head, batch, full);
 }
 
 // The producer's first warp.
@@ -110,15 +97,20 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
   const int lane = threadIdx.x % 32;
   if (lane == 0) {
     mbar_arrive_expect_tx(sm.kv_full(), L::kKBytes + L::kVBytes);
-#pragma unroll 1
-    for (int panel = 0; panel < L::kQkPanels; ++panel)
-      tma_load_4d(sm.k() + panel * L::kKPanelBytes, tm_k, panel * L::kPanelCols, seq.k_start + kb.n0,
-                  kb.kv_head, seq.tma_batch, sm.kv_full());
-#pragma unroll 1
-    for (int panel = 0; panel < L::kVPanels; ++panel)
-      tma_load_4d(sm.v() + panel * L::kKPanelBytes, tm_v, panel * L::kPanelCols, seq.k_start + kb.n0,
-                  kb.kv_head, seq.tma_batch, sm.kv_full());
+    load_panels<L, L::kQkPanels, L::kKPanelBytes>(sm.k(), tm_k, seq.k_start + kb.n0, kb.kv_head,
+                                                  seq.tma_batch, sm.kv_full());
+    load_panels<L, L::kVPanels, L::kKPanelBytes>(sm.v(), tm_v, seq.k_start + kb.n0, kb.kv_head,
+                                                 seq.tma_batch, sm.kv_full());
   }
+  // A step's Q tile into Q's ring slot `slot`, and its dO tile into dO's `do_slot`.
+  const auto load_q = [&](int slot, int m0, int head, u32 full) {
+    load_panels<L, L::kQPanels, L::kQPanelBytes>(sm.q(slot), tm_q, seq.q_start + m0, head,
+                                                 seq.tma_batch, full);
+  };
+  const auto load_do = [&](int do_slot, int m0, int head, u32 full) {
+    load_panels<L, L::kDoPanels, L::kQPanelBytes>(sm.d_o(do_slot), tm_do, seq.q_start + m0, head,
+                                                  seq.tma_batch, full);
+  };
   // kb.head(p, j) and kb.m0(j), counted along: the divisions took registers the producer's
   // 24 do not have beside the dQ writer's.
   int head = kb.kv_head * p.heads_per_kv, m0 = kb.tile0 * Cfg::kBlockM;
@@ -138,8 +130,8 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       // below rather than after them.
       if (lane == 0) {
         mbar_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
-        load_q_tile<Cfg, kDq>(sm, tm_q, slot, seq, m0, head, sm.full(slot));
-        load_do_tile<Cfg, kDq>(sm, tm_do, slot, seq, m0, head, sm.full(slot));
+        load_q(slot, m0, head, sm.full(slot));
+        load_do(slot, m0, head, sm.full(slot));
       }
       // The rows' LSE in the log2 domain and D (0 past the sequence end).
 #pragma unroll 1
@@ -156,7 +148,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       static_assert(Cfg::kBlockM == 64, "two rows a lane");
       if (lane == 0) {
         mbar_expect_tx(sm.full(slot), L::kQBytes);
-        load_q_tile<Cfg, kDq>(sm, tm_q, slot, seq, m0, head, sm.full(slot));
+        load_q(slot, m0, head, sm.full(slot));
       }
       float d[2];
 #pragma unroll
@@ -170,7 +162,7 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       mbar_wait(sm.do_empty(), (j & 1) ^ 1);
       if (lane == 0) {
         mbar_expect_tx(sm.do_full(), L::kDoBytes);
-        load_do_tile<Cfg, kDq>(sm, tm_do, 0, seq, m0, head, sm.do_full());
+        load_do(0, m0, head, sm.do_full());
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i)

@@ -112,7 +112,7 @@ struct Sm90BwdDkDvLayoutOf {
 
   static_assert((kPaired ? budget::bwd_dkdv_sm90_paired_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                   Cfg::kBlockM, kAccumulateDq)
-                 : kSwapped ? budget::bwd_dkdv_sm90_swapped_registers(Cfg::kDkSlice, Cfg::kDvSlice)
+                 : kSwapped ? budget::bwd_dkdv_sm90_swapped_registers(Cfg::kDqkPad, Cfg::kDvPad)
                  : kAccumulateDq
                      ? budget::bwd_dkdv_sm90_dq_step_registers(Cfg::kDkSlice, Cfg::kDvSlice,
                                                                Cfg::kBlockM)

@@ -122,7 +122,8 @@ __device__ __forceinline__ void consume_swapped(const Smem<Cfg, DqAdds::kAnyOrde
   using Storage = typename Element::Storage;
   constexpr int kKeys = L::kConsumerKeys, kKT = kKeys / 8, kBM = Cfg::kBlockM;
   // dK^T's and dV^T's M: the padded head dims in whole 64-row products.
-  constexpr int kDkRows = (Cfg::kDqkPad + 63) / 64 * 64, kDvRows = (Cfg::kDvPad + 63) / 64 * 64;
+  constexpr int kDkRows = budget::bwd_dkdv_sm90_swapped_rows(Cfg::kDqkPad);
+  constexpr int kDvRows = budget::bwd_dkdv_sm90_swapped_rows(Cfg::kDvPad);
   static_assert(L::kQPanels * L::kPanelCols >= kDkRows && L::kDoPanels * L::kPanelCols >= kDvRows,
                 "Q's and dO's panels hold every 64-row product's columns (zeros past the head dim)");
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;

@@ -92,10 +92,11 @@ enum : int { kBwdDkDvSm80MaxAccumulatorRegisters = 176 };
 // Q and dO tiles are as wide as every split's slice (the last split's may pass the head dim).
 // Paired consumers (64 keys a CTA) add their P^T. The dQ-accumulating variant adds dq_bytes:
 // two tiles of dS^T (block_n keys x block_m queries), each consumer's fp32 dQ tile staged
-// for its bulk reduction and its mailbox to the dQ writer. At 64 query rows a step the consumers split the dQ columns
-// (bwd_dkdv_sm90_dq_cols0: the first's share, inside one 64-column panel or whole panels); at
-// 128 they split the rows, each a 64-row block of every column. The dQ accumulator lives
-// while S^T and dP^T do not, beside both packed (bwd_dkdv_sm90_dq_step_registers).
+// for its bulk reduction and its mailbox to the dQ writer. At 64 query rows a step the
+// consumers split the dQ columns (bwd_dkdv_sm90_dq_cols0: the first's share, inside one
+// 64-column panel or whole panels); at 128 they split the rows, each a 64-row block of every
+// column. The dQ accumulator lives while S^T and dP^T do not, beside both packed
+// (bwd_dkdv_sm90_dq_step_registers).
 enum : int { kBwdDkDvSm90DsBuffers = 2 };
 // The rows of a block of the dQ accumulator (attn/dq_accum.cuh): dQ's wgmma M.
 enum : int { kDqAccumTileRows = 64 };
@@ -216,13 +217,16 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_paired_registers(int dk_slice, int dv_slic
   const int second = dk_slice / 2 + block_m / 4 + (block_m / 2 > dq1 ? block_m / 2 : dq1);
   return first > second ? first : second;
 }
-// Swapped consumers (48 keys each, 64 query rows a step): dK^T and dV^T (48 of their columns a
-// head-dim row, 64 rows a warp group: 3/8 of a register a column), then S and dP, or after
-// them the consumer's dQ share.
-FJ_BUDGET constexpr int bwd_dkdv_sm90_swapped_registers(int dk_slice, int dv_slice) {
-  const int dq = bwd_dkdv_sm90_dq_share_cols(dk_slice, kDqAccumTileRows, 0) / 2;
+// Swapped consumers' dK^T and dV^T rows: a padded head dim in whole products of wgmma's 64.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_swapped_rows(int pad) { return (pad + 63) / 64 * 64; }
+// Swapped consumers (48 keys each, 64 query rows a step, whole columns): dK^T and dV^T (48 of
+// their columns a head-dim row, 64 rows a warp group: 3/8 of a register a column), then S and
+// dP, or after them the consumer's dQ share.
+FJ_BUDGET constexpr int bwd_dkdv_sm90_swapped_registers(int dqk_pad, int dv_pad) {
+  const int dq = bwd_dkdv_sm90_dq_share_cols(dqk_pad, kDqAccumTileRows, 0) / 2;
   const int scores = 2 * kBwdDkDvSm90SwappedKeys / 4;  // S and dP, 48 keys x 64 rows each
-  return 3 * (dk_slice + dv_slice) / 8 + (scores > dq ? scores : dq);
+  return 3 * (bwd_dkdv_sm90_swapped_rows(dqk_pad) + bwd_dkdv_sm90_swapped_rows(dv_pad)) / 8 +
+         (scores > dq ? scores : dq);
 }
 // The dQ variants' consumers (FlashAttention-3's order): dK, dV, S^T and dP^T while P^T and
 // dS^T are computed and packed; then dK, dV, both packed and the consumer's dQ share.
