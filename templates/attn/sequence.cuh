@@ -43,12 +43,18 @@ __device__ __forceinline__ long long lse_row0(const AttnParams& p, const Sequenc
                  : (static_cast<long long>(batch) * p.heads_q + head) * s.seqlen_q;
 }
 
-// A row's LSE in the log2 domain, for P = exp2(scale_log2 S - LSE_log2): +inf for a row past
-// the sequence end (`valid` false) or one that saw no key (LSE -inf), so that its P is 0.
-__device__ __forceinline__ float lse_log2_of_row(const float* lse, long long index, bool valid) {
+// A row's LSE, -inf for a row past the sequence end (`valid` false).
+__device__ __forceinline__ float lse_of_row(const float* lse, long long index, bool valid) {
+  return valid ? lse[index] : neg_inf();
+}
+// An LSE in the log2 domain, for P = exp2(scale_log2 S - LSE_log2): +inf for a row that saw no
+// key or lies past the sequence end (LSE -inf), so that its P is 0.
+__device__ __forceinline__ float lse_log2(float lse) {
   constexpr float kLog2e = 1.4426950408889634f;
-  const float x = valid ? lse[index] : neg_inf();
-  return x == neg_inf() ? -neg_inf() : x * kLog2e;
+  return lse == neg_inf() ? -neg_inf() : lse * kLog2e;
+}
+__device__ __forceinline__ float lse_log2_of_row(const float* lse, long long index, bool valid) {
+  return lse_log2(lse_of_row(lse, index, valid));
 }
 
 }  // namespace fj

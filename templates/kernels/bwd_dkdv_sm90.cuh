@@ -111,6 +111,17 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
     load_panels<L, L::kDoPanels, L::kQPanelBytes>(sm.d_o(do_slot), tm_do, seq.q_start + m0, head,
                                                   seq.tma_batch, full);
   };
+  // A step's rows a lane: lane, lane + 32, ... below kBlockM. Their LSEs are stored in the
+  // log2 domain, converted only then: used before the slot's wait, the loads would hold back
+  // the slot's copies whenever the slot is already free.
+  constexpr int kLaneRows = (Cfg::kBlockM + 31) / 32;
+  const auto store_rows = [&](u32 at, const float (&values)[kLaneRows], bool log2_domain) {
+#pragma unroll
+    for (int i = 0; i < kLaneRows; ++i)
+      if (lane + 32 * i < Cfg::kBlockM)
+        st_shared_u32(at + 4 * (lane + 32 * i),
+                      __float_as_int(log2_domain ? lse_log2(values[i]) : values[i]));
+  };
   // kb.head(p, j) and kb.m0(j), counted along: the divisions took registers the producer's
   // 24 do not have beside the dQ writer's.
   int head = kb.kv_head * p.heads_per_kv, m0 = kb.tile0 * Cfg::kBlockM;
@@ -122,51 +133,43 @@ __device__ __forceinline__ void produce(const Smem<Cfg, kDq>& sm, const BwdParam
       ++head;
     }
     const int slot = j % L::kQSlots;
-    mbar_wait(sm.empty(slot), ((j / L::kQSlots) & 1) ^ 1);  // the first pass finds it free
     const long long row0 = lse_row0<Cfg::kVarlen>(p, seq, kb.batch, head) + m0;
+    // This lane's rows' LSE and D (0 past the sequence end), requested before the slot frees
+    // so that their latency runs beside the consumers' step, not after the wait.
+    float lse[kLaneRows], d[kLaneRows];
+#pragma unroll
+    for (int i = 0; i < kLaneRows; ++i) {
+      const int r = lane + 32 * i;
+      const bool valid = r < Cfg::kBlockM && m0 + r < seq.seqlen_q;
+      lse[i] = lse_of_row(p.lse, row0 + r, valid);
+      d[i] = valid ? p.d_rows[row0 + r] : 0.f;
+    }
+    mbar_wait(sm.empty(slot), ((j / L::kQSlots) & 1) ^ 1);  // the first pass finds it free
     const u32 rows = sm.rows_at(slot);
     if constexpr (!L::kOneDoSlot) {
-      // Q's and dO's copies first, so that their latency runs beside the rows' global loads
-      // below rather than after them.
       if (lane == 0) {
         mbar_expect_tx(sm.full(slot), L::kQBytes + L::kDoBytes);
         load_q(slot, m0, head, sm.full(slot));
         load_do(slot, m0, head, sm.full(slot));
       }
-      // The rows' LSE in the log2 domain and D (0 past the sequence end).
-#pragma unroll 1
-      for (int r = lane; r < Cfg::kBlockM; r += 32) {
-        const bool valid = m0 + r < seq.seqlen_q;
-        st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
-        st_shared_u32(rows + 4 * (Cfg::kBlockM + r),
-                      __float_as_int(valid ? p.d_rows[row0 + r] : 0.f));
-      }
+      store_rows(rows, lse, true);
+      store_rows(rows + 4 * Cfg::kBlockM, d, false);
       mbar_arrive(sm.full(slot));  // this lane's rows are written
     } else {
       // Q with the rows' LSE, then dO with their D once its one slot frees (both consumers'
-      // dV^T products of the step before are done); D is read before that wait.
-      static_assert(Cfg::kBlockM == 64, "two rows a lane");
+      // dV^T products of the step before are done).
       if (lane == 0) {
         mbar_expect_tx(sm.full(slot), L::kQBytes);
         load_q(slot, m0, head, sm.full(slot));
       }
-      float d[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = lane + 32 * i;
-        const bool valid = m0 + r < seq.seqlen_q;
-        st_shared_u32(rows + 4 * r, __float_as_int(lse_log2_of_row(p.lse, row0 + r, valid)));
-        d[i] = valid ? p.d_rows[row0 + r] : 0.f;
-      }
+      store_rows(rows, lse, true);
       mbar_arrive(sm.full(slot));  // this lane's LSE rows are written
       mbar_wait(sm.do_empty(), (j & 1) ^ 1);
       if (lane == 0) {
         mbar_expect_tx(sm.do_full(), L::kDoBytes);
         load_do(0, m0, head, sm.do_full());
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        st_shared_u32(rows + 4 * (Cfg::kBlockM + lane + 32 * i), __float_as_int(d[i]));
+      store_rows(rows + 4 * Cfg::kBlockM, d, false);
       mbar_arrive(sm.do_full());  // this lane's D rows are written
     }
   }
