@@ -57,11 +57,16 @@ def main() -> int:
     args = p.parse_args()
     shapes = shapes_of(args.dims)
     runtime = fj.Runtime(fj.Library(args.lib))
+    # Every shape's kernel stays loaded until the end: a function handle the driver hands out
+    # again after an unload took the unloaded kernel's name in the profiler (bench/NOTES.md
+    # entry 45).
+    kernels = []
     for dqk, dv, heads in shapes:
         det = "true" if args.deterministic else "false"
         kernel = runtime.kernel(f"name: split_{dqk}_{dv}\nhead_dim_qk: {dqk}\nhead_dim_v: {dv}\n"
                                 f"dtype: bf16\ncausal: {'true' if args.causal else 'false'}\n"
                                 f"backward: {{deterministic: {det}}}\n")
+        kernels.append(kernel)
         def rows(dim):
             width = -(-dim // args.row_pad) * args.row_pad if args.row_pad else dim
             return torch.randn(1, SEQLEN, heads, width, dtype=torch.bfloat16,
@@ -88,6 +93,7 @@ def main() -> int:
             total += ms
             print(f"d{dqk}/{dv}: {event.key[:72]:72s} {ms:8.3f} ms")
         print(f"d{dqk}/{dv}: backward {total:.3f} ms, {flops / total / 1e9:.0f} TFLOP/s")
+    for kernel in kernels:
         kernel.close()
     runtime.close()
     return 0
