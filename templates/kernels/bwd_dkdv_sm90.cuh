@@ -5,9 +5,10 @@
 // A CTA is 128 keys of one (batch, kv head) and three warp groups:
 //   - warp group 0, the producer, gives most of its registers away; its first warp loads K and
 //     V once (TMA, the kv_full barrier), then per step the Q and dO tiles of kBlockM query rows
-//     into a kStages-deep ring (one lane issues TMA; every lane writes the rows' LSE, in the
-//     log2 domain, and D into the slot), each slot guarded by a "full" and an "empty" mbarrier
-//     (swapped consumers at one slot: Q in two, dO in one with its own pair).
+//     into a kStages-deep ring (one lane issues TMA; every lane loads its rows' LSE and D
+//     before the slot frees and writes them into it, the LSE in the log2 domain, once the
+//     copies are issued), each slot guarded by a "full" and an "empty" mbarrier (swapped
+//     consumers at one slot: Q in two, dO in one with its own pair).
 //   - warp groups 1 and 2, the consumers, own 64 keys each, so they hold the scores transposed
 //     (wgmma M = keys, N = the tile's query rows). Per step:
 //       S^T = K Q^T and dP^T = V dO^T   (wgmma SS, both K-major in swizzled panels: rows of
