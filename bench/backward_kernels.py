@@ -57,9 +57,9 @@ def main() -> int:
     args = p.parse_args()
     shapes = shapes_of(args.dims)
     runtime = fj.Runtime(fj.Library(args.lib))
-    # Every shape's kernel stays loaded until the end: a function handle the driver hands out
-    # again after an unload took the unloaded kernel's name in the profiler (bench/NOTES.md
-    # entry 45).
+    # Every shape's kernel stays loaded until the end: closed per shape, a later shape's launch
+    # was once named after an unloaded kernel in the profiler (most likely a function handle
+    # handed out again; bench/NOTES.md entry 45).
     kernels = []
     for dqk, dv, heads in shapes:
         det = "true" if args.deterministic else "false"
