@@ -6,7 +6,6 @@
 #include <bit>
 
 #include "generator/dec_sm80_path.h"
-#include "generator/targets.h"
 #include "runtime/call_traits.h"
 #include "runtime/forward_params.h"
 
@@ -52,15 +51,11 @@ KvSplitRange decode_kv_split_range(const gen::Plan& split_plan, const ForwardArg
                                          split_plan.spec.window_right + args.seqlen_q);
   const int block_n = split_plan.tiles.block_n;
   const int key_tiles = static_cast<int>((keys + block_n - 1) / block_n);
-  constexpr int kReservedShared = 1024;  // the driver's own shared memory a CTA
-  const int per_sm = (gen::max_shared_bytes(split_plan.target) + kReservedShared) /
-                     (split_plan.shared_bytes + kReservedShared);
-  const int slots = std::max(sm_count, 1) * std::clamp(per_sm, 1, 2);
   // The grid's z (batch x column splits x key splits) is at most 65535.
   const long long z_room = 65535 / std::max<long long>(g.grid_z, 1);
   const int most = static_cast<int>(
       std::max<long long>(1, std::min<long long>({kMaxKvSplits, key_tiles, z_room})));
-  return {std::min(decode_kv_splits(ctas, key_tiles, slots), most), most};
+  return {std::min(decode_kv_splits(ctas, key_tiles, sm_count), most), most};
 }
 
 std::vector<ScratchBuffer> decode_scratch(const Spec& spec, const ForwardArgs& args,

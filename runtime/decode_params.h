@@ -27,9 +27,7 @@ int decode_packed_rows(const ForwardArgs& args);
 
 // The key splits this call allows for `split_plan` (the decode kernel's plan) on a GPU of
 // `sm_count` multiprocessors, and the heuristic's among them (runtime/decode_splits.h): from
-// its CTAs without splitting, the key tiles of the band its rows see, and the CTAs a
-// multiprocessor holds at once (by shared memory, at most two: the kernel's registers allow
-// no more at four warps).
+// its CTAs without splitting, the key tiles of the band its rows see, and the multiprocessors.
 KvSplitRange decode_kv_split_range(const gen::Plan& split_plan, const ForwardArgs& args,
                                    int sm_count);
 

@@ -6,23 +6,20 @@
 
 namespace flashjit::rt {
 
-int decode_kv_splits(long long ctas, int key_tiles, int slots) {
-  if (ctas <= 0 || key_tiles <= 1 || slots <= 0) return 1;
+int decode_kv_splits(long long ctas, int key_tiles, int multiprocessors) {
+  if (ctas <= 0 || key_tiles <= 1 || multiprocessors <= 0) return 1;
   const auto cost = [&](int splits) {
-    const long long waves = (ctas * splits + slots - 1) / slots;
+    const long long rounds = (ctas * splits + multiprocessors - 1) / multiprocessors;
     const long long tiles = (key_tiles + splits - 1) / splits;
-    return waves * (tiles + kSplitOverheadTiles) + (splits > 1 ? kSplitOverheadTiles : 0);
+    return rounds * (tiles + kSplitOverheadTiles) + (splits > 1 ? kSplitOverheadTiles : 0);
   };
-  int best = 1;
+  const int most = std::min(kMaxKvSplits, key_tiles);
   long long best_cost = cost(1);
-  for (int splits = 2; splits <= std::min(kMaxKvSplits, key_tiles); ++splits) {
-    const long long c = cost(splits);
-    if (c < best_cost) {
-      best = splits;
-      best_cost = c;
-    }
-  }
-  return best;
+  for (int splits = 2; splits <= most; ++splits) best_cost = std::min(best_cost, cost(splits));
+  for (int splits = 1; splits < most; ++splits)
+    if (static_cast<double>(cost(splits)) <= static_cast<double>(best_cost) * (1 + kSplitMinGain))
+      return splits;
+  return most;
 }
 
 KvSplitChoice choose_kv_splits(const KvSplitRange& range, int requested, int tuned) {

@@ -12,12 +12,17 @@ inline constexpr int kMaxKvSplits = 128;
 // Key tiles a split costs beyond its own (the prologue, the warps' merge, the partial
 // stores), in the time model below.
 inline constexpr int kSplitOverheadTiles = 2;
+// A split count must beat the unsplit grid's modelled time by more than this fraction (the
+// model leaves out the partials' traffic and the combine's rows).
+inline constexpr double kSplitMinGain = 0.03;
 
-// The splits of `key_tiles` key tiles for `ctas` CTAs of one split each, on a GPU that runs
-// `slots` CTAs at once (multiprocessors x CTAs each): the count that minimises waves x (tiles
-// a split + kSplitOverheadTiles), plus the combine's pass for more than one, the fewest among
-// equals. 1 when the unsplit grid already fills the GPU or there is one tile.
-int decode_kv_splits(long long ctas, int key_tiles, int slots);
+// The splits of `key_tiles` key tiles for `ctas` CTAs of one split each, on a GPU of
+// `multiprocessors` SMs. Decode is bound by reading the cache, and CTAs that share a
+// multiprocessor share its reads, so the model counts a multiprocessor's work rather than
+// CTA slots: ceil(CTAs / multiprocessors) x (tiles a split + kSplitOverheadTiles), plus the
+// combine's pass for more than one. The fewest splits within kSplitMinGain of the best; 1
+// when the unsplit grid already fills the GPU or there is one tile.
+int decode_kv_splits(long long ctas, int key_tiles, int multiprocessors);
 
 // One call's split counts: the heuristic's, and the most it allows (kMaxKvSplits, its key
 // tiles, the room left in the grid's z).

@@ -150,22 +150,30 @@ TEST_CASE("decode: the plan is the split kernel then the combine, paged caches a
   CHECK_THROWS_AS(gen::has_dependent_launch("sm_70"), Error);
 }
 
-TEST_CASE("decode: keys split until the GPU is full, not when the grid already fills it") {
-  // 1 x 8 KV heads over 512 key tiles on 264 CTA slots: 32 splits of 16 tiles, one wave.
-  CHECK(decode_kv_splits(8, 512, 264) == 32);
-  // 64 x 8 KV heads already fill two waves: splitting only adds the combine.
-  CHECK(decode_kv_splits(512, 64, 264) == 1);
-  CHECK(decode_kv_splits(8, 1, 264) == 1);
-  CHECK(decode_kv_splits(0, 100, 264) == 1);
-  // Never past the combine's limit, never more splits than tiles.
-  CHECK(decode_kv_splits(1, 100000, 100000) == kMaxKvSplits);
-  CHECK(decode_kv_splits(1, 5, 264) == 5);
+TEST_CASE("decode: keys split until every multiprocessor reads, not when the grid already does") {
+  // 1 x 8 KV heads over 512 key tiles on 132 multiprocessors: 16 splits of 32 tiles, one CTA a
+  // multiprocessor (32 splits would put two on each, sharing its reads, for the same time).
+  CHECK(decode_kv_splits(8, 512, 132) == 16);
+  // 16 x 8 KV heads already give every multiprocessor but four a CTA: splitting in two only
+  // adds the combine.
+  CHECK(decode_kv_splits(128, 512, 132) == 1);
+  // 512 CTAs of 2048 tiles: splitting evens out the last round by under kSplitMinGain.
+  CHECK(decode_kv_splits(512, 2048, 132) == 1);
+  CHECK(decode_kv_splits(512, 64, 132) == 1);
+  CHECK(decode_kv_splits(8, 1, 132) == 1);
+  CHECK(decode_kv_splits(0, 100, 132) == 1);
+  // Never past the combine's limit (one CTA of endless tiles: the fewest within
+  // kSplitMinGain of it), never more splits than tiles.
+  const int endless = decode_kv_splits(1, 100000, 100000);
+  CHECK(endless <= kMaxKvSplits);
+  CHECK(endless >= kMaxKvSplits * (1 - kSplitMinGain) - 1);
+  CHECK(decode_kv_splits(1, 5, 132) == 5);
 
   const Spec spec = spec_of(128, 128);
   const ForwardArgs args = decode_args(spec, 1, 32, 8, 1, 32768);
   const gen::Plan plan = decode_plan(spec, "sm_90a", args).launches[0];
   const KvSplitRange range = decode_kv_split_range(plan, args, 132);
-  CHECK(range.heuristic == 32);
+  CHECK(range.heuristic == 16);
   CHECK(range.most == kMaxKvSplits);  // 512 key tiles
   // A window bounds the band: 300 keys are 5 tiles of 64, and so are the most splits.
   Spec window = spec;
