@@ -27,7 +27,8 @@ int decode_packed_rows(const ForwardArgs& args);
 
 // The key splits this call allows for `split_plan` (the decode kernel's plan) on a GPU of
 // `sm_count` multiprocessors, and the heuristic's among them (runtime/decode_splits.h): from
-// its CTAs without splitting, the key tiles of the band its rows see, and the multiprocessors.
+// its CTAs without splitting, the key tiles of the band its rows see, and the CTAs that read
+// at once (a multiprocessor's, or one a multiprocessor where a second would not read faster).
 KvSplitRange decode_kv_split_range(const gen::Plan& split_plan, const ForwardArgs& args,
                                    int sm_count);
 

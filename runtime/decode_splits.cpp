@@ -6,10 +6,10 @@
 
 namespace flashjit::rt {
 
-int decode_kv_splits(long long ctas, int key_tiles, int multiprocessors) {
-  if (ctas <= 0 || key_tiles <= 1 || multiprocessors <= 0) return 1;
+int decode_kv_splits(long long ctas, int key_tiles, int readers) {
+  if (ctas <= 0 || key_tiles <= 1 || readers <= 0) return 1;
   const auto cost = [&](int splits) {
-    const long long rounds = (ctas * splits + multiprocessors - 1) / multiprocessors;
+    const long long rounds = (ctas * splits + readers - 1) / readers;
     const long long tiles = (key_tiles + splits - 1) / splits;
     return rounds * (tiles + kSplitOverheadTiles) + (splits > 1 ? kSplitOverheadTiles : 0);
   };

@@ -16,13 +16,13 @@ inline constexpr int kSplitOverheadTiles = 2;
 // model leaves out the partials' traffic and the combine's rows).
 inline constexpr double kSplitMinGain = 0.03;
 
-// The splits of `key_tiles` key tiles for `ctas` CTAs of one split each, on a GPU of
-// `multiprocessors` SMs. Decode is bound by reading the cache, and CTAs that share a
-// multiprocessor share its reads, so the model counts a multiprocessor's work rather than
-// CTA slots: ceil(CTAs / multiprocessors) x (tiles a split + kSplitOverheadTiles), plus the
-// combine's pass for more than one. The fewest splits within kSplitMinGain of the best; 1
-// when the unsplit grid already fills the GPU or there is one tile.
-int decode_kv_splits(long long ctas, int key_tiles, int multiprocessors);
+// The splits of `key_tiles` key tiles for `ctas` CTAs of one split each, on a GPU where
+// `readers` CTAs read the cache at once at full speed (decode_kv_split_range: one a
+// multiprocessor, or as many as it holds where a second adds speed). The count that
+// minimises ceil(CTAs / readers) x (tiles a split + kSplitOverheadTiles), plus the combine's
+// pass for more than one; the fewest splits within kSplitMinGain of it. 1 when the unsplit
+// grid already fills the GPU or there is one tile.
+int decode_kv_splits(long long ctas, int key_tiles, int readers);
 
 // One call's split counts: the heuristic's, and the most it allows (kMaxKvSplits, its key
 // tiles, the room left in the grid's z).

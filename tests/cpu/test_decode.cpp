@@ -150,12 +150,13 @@ TEST_CASE("decode: the plan is the split kernel then the combine, paged caches a
   CHECK_THROWS_AS(gen::has_dependent_launch("sm_70"), Error);
 }
 
-TEST_CASE("decode: keys split until every multiprocessor reads, not when the grid already does") {
-  // 1 x 8 KV heads over 512 key tiles on 132 multiprocessors: 16 splits of 32 tiles, one CTA a
-  // multiprocessor (32 splits would put two on each, sharing its reads, for the same time).
+TEST_CASE("decode: keys split until every reader reads, not when the grid already does") {
+  // 1 x 8 KV heads over 512 key tiles, 132 CTAs reading at once: 16 splits of 32 tiles (32
+  // would need two rounds of readers for the same tiles).
   CHECK(decode_kv_splits(8, 512, 132) == 16);
-  // 16 x 8 KV heads already give every multiprocessor but four a CTA: splitting in two only
-  // adds the combine.
+  CHECK(decode_kv_splits(8, 512, 264) == 32);
+  // 16 x 8 KV heads already give every reader but four a CTA: splitting in two only adds the
+  // combine.
   CHECK(decode_kv_splits(128, 512, 132) == 1);
   // 512 CTAs of 2048 tiles: splitting evens out the last round by under kSplitMinGain.
   CHECK(decode_kv_splits(512, 2048, 132) == 1);
@@ -172,8 +173,14 @@ TEST_CASE("decode: keys split until every multiprocessor reads, not when the gri
   const Spec spec = spec_of(128, 128);
   const ForwardArgs args = decode_args(spec, 1, 32, 8, 1, 32768);
   const gen::Plan plan = decode_plan(spec, "sm_90a", args).launches[0];
+  // d128's K and V rows of 512 bytes a key: one reader a multiprocessor; d64's 256, both CTAs
+  // a multiprocessor holds.
   const KvSplitRange range = decode_kv_split_range(plan, args, 132);
   CHECK(range.heuristic == 16);
+  const Spec d64 = spec_of(64, 64);
+  const ForwardArgs args64 = decode_args(d64, 1, 32, 8, 1, 32768);
+  CHECK(decode_kv_split_range(decode_plan(d64, "sm_90a", args64).launches[0], args64, 132)
+            .heuristic == 32);
   CHECK(range.most == kMaxKvSplits);  // 512 key tiles
   // A window bounds the band: 300 keys are 5 tiles of 64, and so are the most splits.
   Spec window = spec;
