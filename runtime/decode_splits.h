@@ -12,8 +12,9 @@ inline constexpr int kMaxKvSplits = 128;
 // Key tiles a split costs beyond its own (the prologue, the warps' merge, the partial
 // stores), in the time model below.
 inline constexpr int kSplitOverheadTiles = 2;
-// A split count must beat the unsplit grid's modelled time by more than this fraction (the
-// model leaves out the partials' traffic and the combine's rows).
+// The heuristic takes the fewest splits whose modelled time is within this fraction of the
+// best count's: the model leaves out the partials' traffic and the combine's rows, so a small
+// modelled gain does not pay for more splits.
 inline constexpr double kSplitMinGain = 0.03;
 
 // The splits of `key_tiles` key tiles for `ctas` CTAs of one split each, on a GPU where
