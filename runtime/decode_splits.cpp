@@ -1,6 +1,8 @@
 #include "runtime/decode_splits.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -8,16 +10,17 @@ namespace flashjit::rt {
 
 int decode_kv_splits(long long ctas, int key_tiles, int readers) {
   if (ctas <= 0 || key_tiles <= 1 || readers <= 0) return 1;
-  const auto cost = [&](int splits) {
+  const int most = std::min(kMaxKvSplits, key_tiles);
+  std::array<long long, kMaxKvSplits + 1> cost{};  // cost[s]: the model's time at s splits
+  long long best_cost = std::numeric_limits<long long>::max();
+  for (int splits = 1; splits <= most; ++splits) {
     const long long rounds = (ctas * splits + readers - 1) / readers;
     const long long tiles = (key_tiles + splits - 1) / splits;
-    return rounds * (tiles + kSplitOverheadTiles) + (splits > 1 ? kSplitOverheadTiles : 0);
-  };
-  const int most = std::min(kMaxKvSplits, key_tiles);
-  long long best_cost = cost(1);
-  for (int splits = 2; splits <= most; ++splits) best_cost = std::min(best_cost, cost(splits));
+    cost[splits] = rounds * (tiles + kSplitOverheadTiles) + (splits > 1 ? kSplitOverheadTiles : 0);
+    best_cost = std::min(best_cost, cost[splits]);
+  }
   for (int splits = 1; splits < most; ++splits)
-    if (static_cast<double>(cost(splits)) <= static_cast<double>(best_cost) * (1 + kSplitMinGain))
+    if (static_cast<double>(cost[splits]) <= static_cast<double>(best_cost) * (1 + kSplitMinGain))
       return splits;
   return most;
 }
