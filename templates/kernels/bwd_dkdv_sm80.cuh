@@ -118,9 +118,11 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
   auto step_head = [&](int step) { return kv_head * p.heads_per_kv + step / tiles; };
   auto step_m0 = [&](int step) { return (tile0 + step % tiles) * kBM; };
   auto step_visible = [&](int step) {
-    if constexpr (!kBlockMask) return true;
-    return block_mask_sees<Cfg>(p.block_sparse, batch, step_head(step),
-                                step_m0(step) / Cfg::kMaskBlockQ, mask_kb, lane);
+    if constexpr (!kBlockMask)
+      return true;
+    else  // discarded without a mask, whose kMaskBlockQ is 0
+      return block_mask_sees<Cfg>(p.block_sparse, batch, step_head(step),
+                                  step_m0(step) / Cfg::kMaskBlockQ, mask_kb, lane);
   };
   // One stage's Q and dO tiles (cp.async) and its rows' LSE and D (plain loads: a row past
   // the sequence end, or one that saw no key (LSE -inf), gets LSE +inf so that P = 0).

@@ -23,8 +23,9 @@ namespace sm90_bwd {
 // The named barriers (after kDsReadyBarrier) that say consumer c's P^T rows are in shared
 // memory, before its dV^T product reads them; and with one dS^T buffer, that consumer c's dQ
 // product is done with it, before the other writes the next step's rows.
-constexpr u32 kPtReadyBarrier0 = 2;
-constexpr u32 kDsFreeBarrier0 = 4;
+// (Enumerators: a constexpr variable draws NVRTC's "declared but never referenced" warning
+// from every kernel that includes this file without instantiating the swapped consumers.)
+enum : u32 { kPtReadyBarrier0 = 2, kDsFreeBarrier0 = 4 };
 
 // This warp's part of S (or dP): 16 query rows x the consumer's 48 keys, packed and stored
 // transposed into the key rows `key_row0` on of a tile of 128-byte rows (64 queries, TMA's
