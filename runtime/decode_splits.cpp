@@ -1,8 +1,6 @@
 #include "runtime/decode_splits.h"
 
 #include <algorithm>
-#include <array>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -11,18 +9,22 @@ namespace flashjit::rt {
 int decode_kv_splits(long long ctas, int key_tiles, int readers) {
   if (ctas <= 0 || key_tiles <= 1 || readers <= 0) return 1;
   const int most = std::min(kMaxKvSplits, key_tiles);
-  std::array<long long, kMaxKvSplits + 1> cost{};  // cost[s]: the model's time at s splits
-  long long best_cost = std::numeric_limits<long long>::max();
-  for (int splits = 1; splits <= most; ++splits) {
+  auto cost = [&](int splits) {  // the model's time at `splits`
     const long long rounds = (ctas * splits + readers - 1) / readers;
     const long long tiles = (key_tiles + splits - 1) / splits;
-    cost[splits] = rounds * (tiles + kSplitOverheadTiles) + (splits > 1 ? kSplitOverheadTiles : 0);
-    best_cost = std::min(best_cost, cost[splits]);
-  }
-  for (int splits = 1; splits < most; ++splits)
-    if (static_cast<double>(cost[splits]) <= static_cast<double>(best_cost) * (1 + kSplitMinGain))
-      return splits;
-  return most;
+    const double combine =
+        splits > 1 ? kSplitOverheadTiles + kCombineTilesPerSplit * splits : 0.0;
+    return static_cast<double>(rounds * (tiles + kSplitOverheadTiles)) + combine;
+  };
+  int best = 1;
+  double best_cost = cost(1);
+  const double unsplit_cost = best_cost;
+  for (int splits = 2; splits <= most; ++splits)
+    if (const double c = cost(splits); c < best_cost) {
+      best = splits;
+      best_cost = c;
+    }
+  return best_cost * (1 + kSplitMinGain) < unsplit_cost ? best : 1;
 }
 
 KvSplitChoice choose_kv_splits(const KvSplitRange& range, int requested, int tuned) {

@@ -12,17 +12,20 @@ inline constexpr int kMaxKvSplits = 128;
 // Key tiles a split costs beyond its own (the prologue, the warps' merge, the partial
 // stores), in the time model below.
 inline constexpr int kSplitOverheadTiles = 2;
-// The heuristic takes the fewest splits whose modelled time is within this fraction of the
-// best count's: the model leaves out the partials' traffic and the combine's rows, so a small
-// modelled gain does not pay for more splits.
+// The combine's pass reads every split's partial row: key tiles it costs a split, in the
+// model below (fitted to `flashjit tune --decode` timings on an H100, bench/NOTES.md entry 46).
+inline constexpr double kCombineTilesPerSplit = 0.2;
+// A call splits only where the model's best count beats one split by more than this fraction:
+// the model leaves out the partials' traffic, and where the unsplit grid fills the GPU its
+// rounds of readers are not the steps it counts (CTAs end at different times).
 inline constexpr double kSplitMinGain = 0.03;
 
 // The splits of `key_tiles` key tiles for `ctas` CTAs of one split each, on a GPU where
 // `readers` CTAs read the cache at once at full speed (decode_kv_split_range: one a
 // multiprocessor, or as many as it holds where a second adds speed). The count that
 // minimises ceil(CTAs / readers) x (tiles a split + kSplitOverheadTiles), plus the combine's
-// pass for more than one; the fewest splits within kSplitMinGain of it. 1 when the unsplit
-// grid already fills the GPU or there is one tile.
+// pass for more than one (kSplitOverheadTiles + kCombineTilesPerSplit a split), the fewest of
+// equal ones; 1 where that is not kSplitMinGain faster than one split, or there is one tile.
 int decode_kv_splits(long long ctas, int key_tiles, int readers);
 
 // One call's split counts: the heuristic's, and the most it allows (kMaxKvSplits, its key
