@@ -54,17 +54,19 @@ KvSplitRange decode_kv_split_range(const gen::Plan& split_plan, const ForwardArg
   const int block_n = split_plan.tiles.block_n;
   const int key_tiles = static_cast<int>((keys + block_n - 1) / block_n);
   // CTAs on one multiprocessor share its reads; a second adds speed only where a tile's
-  // arithmetic is a large share of its time, at K and V rows of up to 256 bytes a key. On an
-  // H100 (bench/NOTES.md entry 46) the counts for two CTAs a multiprocessor ran 1-4% faster
-  // on 8 of d64's 12 split rows, those for one 1-16% faster on every split row at d128.
+  // arithmetic is a large share of its time, at K and V rows of up to 256 bytes a key, or
+  // where a paged cache's copies wait on the block table's reads. On an H100 (bench/NOTES.md
+  // entries 46-47) the counts for two CTAs a multiprocessor ran 1-4% faster on 8 of d64's 12
+  // split rows, those for one 1-16% faster on every dense split row at d128 and 6-26% slower
+  // on its paged ones.
   constexpr int kSharedReadKeyBytes = 256;
   constexpr int kReservedShared = 1024;  // the driver's own shared memory a CTA
   const int per_sm = (gen::max_shared_bytes(split_plan.target) + kReservedShared) /
                      (split_plan.shared_bytes + kReservedShared);
   const gen::PaddedDims dims = gen::padded_dims(split_plan.spec);
   const int key_bytes = (dims.d_qk_pad + dims.dv_slice) * dims.element_bytes;
-  const int readers =
-      std::max(sm_count, 1) * (key_bytes <= kSharedReadKeyBytes ? std::clamp(per_sm, 1, 2) : 1);
+  const bool shares_reads = key_bytes <= kSharedReadKeyBytes || split_plan.call.paged;
+  const int readers = std::max(sm_count, 1) * (shares_reads ? std::clamp(per_sm, 1, 2) : 1);
   // The grid's z (batch x column splits x key splits) is at most 65535.
   const long long z_room = 65535 / std::max<long long>(g.grid_z, 1);
   const int most = static_cast<int>(

@@ -181,6 +181,18 @@ TEST_CASE("decode: keys split until every reader reads, not when the grid alread
   // a multiprocessor holds.
   const KvSplitRange range = decode_kv_split_range(plan, args, 132);
   CHECK(range.heuristic == 16);
+  // 16 x 8 KV heads fill 128 of 132 readers, dense; a paged cache counts both CTAs a
+  // multiprocessor holds, and splits in two.
+  ForwardArgs b16 = decode_args(spec, 16, 32, 8, 1, 32768);
+  CHECK(decode_kv_split_range(decode_plan(spec, "sm_90a", b16).launches[0], b16, 132)
+            .heuristic == 1);
+  static const int32_t pages[1] = {0};
+  b16.block_table = pages;
+  b16.page_size = 16;
+  b16.max_pages = 2048;
+  b16.num_pages = 1;
+  CHECK(decode_kv_split_range(decode_plan(spec, "sm_90a", b16).launches[0], b16, 132)
+            .heuristic == 2);
   const Spec d64 = spec_of(64, 64);
   const ForwardArgs args64 = decode_args(d64, 1, 32, 8, 1, 32768);
   CHECK(decode_kv_split_range(decode_plan(d64, "sm_90a", args64).launches[0], args64, 132)
