@@ -187,7 +187,13 @@ def summarize(row: dict) -> None:
     timed = {n: e["ms"] for n, e in row["torch"].items() if "ms" in e}
     row["best_torch"] = min(timed, key=timed.get) if timed else None
     row["ratio_best"] = timed[row["best_torch"]] / fj["ms"] if timed and "ms" in fj else None
-    row["check_ok"] = fj.get("err", 0.0) <= CHECK_ATOL and fj.get("paged_err", 0.0) <= CHECK_ATOL
+    # False: flashjit failed or is off; None: no PyTorch backend ran to check it against.
+    if "error" in fj:
+        row["check_ok"] = False
+    elif "err" not in fj:
+        row["check_ok"] = None
+    else:
+        row["check_ok"] = fj["err"] <= CHECK_ATOL and fj.get("paged_err", 0.0) <= CHECK_ATOL
 
 
 def _cell(entry: dict) -> str:
@@ -212,6 +218,7 @@ def markdown(env: dict, rows: list[dict], elapsed: float) -> str:
         paged_ratio = f"{fj['paged_ratio']:.2f}" if "paged_ratio" in fj else ""
         ratio = f"{r['ratio_best']:.2f}" if r.get("ratio_best") else "-"
         check = ("ok" if r.get("check_ok")
+                 else "unchecked (no PyTorch backend ran)" if r.get("check_ok") is None
                  else f"ERR {fj.get('err')} paged {fj.get('paged_err')} {fj.get('error', '')}")
         lines.append(f"| {r['label']} | {r['source']} | {_cell(fj) if 'ms' in fj else fj.get('error', '-')} | "
                      f"{paged} | {paged_ratio} | {_cell(r['torch']['cudnn'])} | "
@@ -258,7 +265,10 @@ def run(torch, fj, lib, args) -> int:
     md_path, json_path = results.write_files(Path(args.out), env, rows, elapsed, text, "-decode")
     print(text)
     log(f"[decode] done in {elapsed:.0f} s: {md_path} and {json_path} (also latest-decode.*)")
-    bad = [r for r in rows if not r.get("check_ok", False)]
+    unchecked = [r["label"] for r in rows if r.get("check_ok") is None]
+    if unchecked:
+        log(f"[decode] unchecked (no PyTorch backend ran): {', '.join(unchecked)}")
+    bad = [r for r in rows if r.get("check_ok") is False]
     if bad:
         log(f"[decode] FAILED: flashjit's O off on {len(bad)} row(s)")
         return 1
