@@ -30,7 +30,7 @@
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
-#include "../tile/mma.cuh"
+#include "../tile/warp_products.cuh"
 #include "dec_params.cuh"
 
 namespace fj {
@@ -44,7 +44,6 @@ struct DecSm80Layout {
   static constexpr int kSTiles = kWarpKeys / 8;                    // n8 tiles of S
   static constexpr int kOTiles = Cfg::kDvSlice / 8;                // n8 tiles of O
   static constexpr int kQkSteps = Cfg::kDqkPad / Element::kMmaK;   // k steps of Q K^T
-  static constexpr int kPvSteps = kWarpKeys / Element::kMmaK;      // k steps of P V
   static constexpr int kQkStride = budget::conflict_free_stride(Cfg::kDqkPad, Element::kBytes);
   static constexpr int kVStride = budget::conflict_free_stride(Cfg::kDvSlice, Element::kBytes);
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
@@ -85,7 +84,6 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   using L = DecSm80Layout<Cfg>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
-  using Mma = WarpMma<Element>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kMT = L::kMTiles, kST = L::kSTiles, kOT = L::kOTiles, kW = Cfg::kWarps;
 
@@ -262,28 +260,8 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
       for (int nt = 0; nt < kST; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < L::kQkSteps; ++kk) {
-      u32 a[kMT][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        const int row = mt * 16 + lane % 16;
-        const int col = kk * 16 + (lane / 16) * 8;
-        ldmatrix_x4(a[mt], smem_u32(s_q + row * L::kQkStride + col));
-      }
-#pragma unroll
-      for (int np = 0; np < kST / 2; ++np) {
-        u32 b[4];
-        const int row = warp_key0 + np * 16 + lane % 8 + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, smem_u32(tile_k + row * L::kQkStride + col));
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          Mma::m16n8k16(s[mt][2 * np], a[mt], b[0], b[1]);
-          Mma::m16n8k16(s[mt][2 * np + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
+    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride, L::kQkStride>(s, s_q, 0, tile_k,
+                                                                             warp_key0, lane);
 
     // ---- mask: the cache's end, the causal diagonal and the window, per packed row
     if (block_needs_mask<Cfg>(q_first, q_count, key0, L::kWarpKeys, seqlen_k, diag)) {
@@ -301,29 +279,7 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     }
 
     // ---- O += P V over this warp's keys
-#pragma unroll
-    for (int kk = 0; kk < L::kPvSteps; ++kk) {
-      u32 a[kMT][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        a[mt][0] = Element::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = Element::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = Element::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = Element::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int op = 0; op < kOT / 2; ++op) {
-        u32 b[4];
-        const int row = warp_key0 + kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        const int col = op * 16 + (lane / 16) * 8;
-        ldmatrix_x4_trans(b, smem_u32(tile_v + row * L::kVStride + col));
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          Mma::m16n8k16(acc_o[mt][2 * op], a[mt], b[0], b[1]);
-          Mma::m16n8k16(acc_o[mt][2 * op + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
+    warp_values<Element, kMT, kST, kOT, L::kVStride>(acc_o, s, tile_v, warp_key0, lane);
     if (find_next) store_key_offsets(j + kStages, next_offsets);
   }
   cp_async_wait<0>();

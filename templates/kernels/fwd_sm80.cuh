@@ -29,7 +29,7 @@
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
-#include "../tile/mma.cuh"
+#include "../tile/warp_products.cuh"
 #include "fwd_params.cuh"
 
 namespace fj {
@@ -42,7 +42,6 @@ struct Sm80FwdLayout {
   static constexpr int kSTiles = Cfg::kBlockN / 8;                   // n8 tiles of S
   static constexpr int kOTiles = Cfg::kDvSlice / 8;                  // n8 tiles of O
   static constexpr int kQkSteps = Cfg::kDqkPad / Element::kMmaK;     // k steps of Q K^T
-  static constexpr int kPvSteps = Cfg::kBlockN / Element::kMmaK;     // k steps of P V
   static constexpr int kQkStride = budget::conflict_free_stride(Cfg::kDqkPad, Element::kBytes);
   static constexpr int kVStride = budget::conflict_free_stride(Cfg::kDvSlice, Element::kBytes);
   static constexpr int kQElems = Cfg::kBlockM * kQkStride;
@@ -68,7 +67,6 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   using L = Sm80FwdLayout<Cfg>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
-  using Mma = WarpMma<Element>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kMT = L::kMTiles, kST = L::kSTiles, kOT = L::kOTiles;
 
@@ -177,28 +175,8 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
 
-#pragma unroll
-    for (int kk = 0; kk < L::kQkSteps; ++kk) {
-      u32 a[kMT][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        const int row = warp_row0 + mt * 16 + lane % 16;
-        const int col = kk * 16 + (lane / 16) * 8;
-        ldmatrix_x4(a[mt], smem_u32(s_q + row * L::kQkStride + col));
-      }
-#pragma unroll
-      for (int np = 0; np < kST / 2; ++np) {
-        u32 b[4];  // b[0..1]: keys np*16+0..7, b[2..3]: keys np*16+8..15
-        const int row = np * 16 + lane % 8 + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, smem_u32(tile_k + row * L::kQkStride + col));
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          Mma::m16n8k16(s[mt][2 * np], a[mt], b[0], b[1]);
-          Mma::m16n8k16(s[mt][2 * np + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
+    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride, L::kQkStride>(s, s_q, warp_row0,
+                                                                             tile_k, 0, lane);
 
     // ---- mask: keys past the sequence end, (causal) keys right of the diagonal, (window)
     // keys outside the band. Only blocks that cross one of those edges pay for it.
@@ -216,31 +194,8 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
       rescale_rows(acc_o[mt], alpha);
     }
 
-    // ---- O += P V: the S accumulator of two adjacent n8 tiles is exactly the A fragment
-    // of one k16 step, so P never leaves the registers.
-#pragma unroll
-    for (int kk = 0; kk < L::kPvSteps; ++kk) {
-      u32 a[kMT][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        a[mt][0] = Element::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = Element::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = Element::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = Element::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int op = 0; op < kOT / 2; ++op) {
-        u32 b[4];  // b[0..1]: V columns op*16+0..7, b[2..3]: columns op*16+8..15
-        const int row = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        const int col = op * 16 + (lane / 16) * 8;
-        ldmatrix_x4_trans(b, smem_u32(tile_v + row * L::kVStride + col));
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          Mma::m16n8k16(acc_o[mt][2 * op], a[mt], b[0], b[1]);
-          Mma::m16n8k16(acc_o[mt][2 * op + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
+    // ---- O += P V, P from S's registers
+    warp_values<Element, kMT, kST, kOT, L::kVStride>(acc_o, s, tile_v, 0, lane);
   }
   cp_async_wait<0>();  // only empty groups can remain; leave none in flight at exit
 

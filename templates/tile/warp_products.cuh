@@ -1,0 +1,77 @@
+// One warp's share of the two products of the mma.sync attention kernels (the sm80 forward
+// and decode), on tiles in shared memory:
+//   warp_scores:  S += Q K^T   (kMT m16 tiles of Q rows by kST n8 tiles of keys, over kSteps
+//                               k16 steps of the head dim; Q's and K's rows both k-contiguous)
+//   warp_values:  O += P V     (P is S's registers: the accumulators of two adjacent n8 tiles
+//                               are exactly the A fragment of one k16 step, so P never leaves
+//                               the registers; V's rows are keys, read transposed)
+// A kernel places its warp with the first Q row, key row and V row it passes.
+#pragma once
+
+#include "../arch/sm80.cuh"
+#include "element.cuh"
+#include "mma.cuh"
+
+namespace fj {
+
+template <class Element, int kMT, int kST, int kSteps, int kQStride, int kKStride>
+__device__ __forceinline__ void warp_scores(float (&s)[kMT][kST][4],
+                                            const typename Element::Storage* q, int q_row0,
+                                            const typename Element::Storage* k, int k_row0,
+                                            int lane) {
+  using Mma = WarpMma<Element>;
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    u32 a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int row = q_row0 + mt * 16 + lane % 16;
+      const int col = kk * 16 + (lane / 16) * 8;
+      ldmatrix_x4(a[mt], smem_u32(q + row * kQStride + col));
+    }
+#pragma unroll
+    for (int np = 0; np < kST / 2; ++np) {
+      u32 b[4];  // b[0..1]: keys np*16+0..7, b[2..3]: keys np*16+8..15
+      const int row = k_row0 + np * 16 + lane % 8 + (lane / 16) * 8;
+      const int col = kk * 16 + ((lane / 8) % 2) * 8;
+      ldmatrix_x4(b, smem_u32(k + row * kKStride + col));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        Mma::m16n8k16(s[mt][2 * np], a[mt], b[0], b[1]);
+        Mma::m16n8k16(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+template <class Element, int kMT, int kST, int kOT, int kVStride>
+__device__ __forceinline__ void warp_values(float (&o)[kMT][kOT][4], const float (&p)[kMT][kST][4],
+                                            const typename Element::Storage* v, int v_row0,
+                                            int lane) {
+  using Mma = WarpMma<Element>;
+#pragma unroll
+  for (int kk = 0; kk < kST / 2; ++kk) {
+    u32 a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      a[mt][0] = Element::pack(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      a[mt][1] = Element::pack(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      a[mt][2] = Element::pack(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      a[mt][3] = Element::pack(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int op = 0; op < kOT / 2; ++op) {
+      u32 b[4];  // b[0..1]: V columns op*16+0..7, b[2..3]: columns op*16+8..15
+      const int row = v_row0 + kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+      const int col = op * 16 + (lane / 16) * 8;
+      ldmatrix_x4_trans(b, smem_u32(v + row * kVStride + col));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        Mma::m16n8k16(o[mt][2 * op], a[mt], b[0], b[1]);
+        Mma::m16n8k16(o[mt][2 * op + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+}  // namespace fj
