@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Two or more builds of flashjit timed against each other in one session on one GPU: runs
+bench/compare.py once per build per round, the builds alternating (A B A B), each beside
+PyTorch's backends as usual, and writes ab.md beside the runs' results: per row each build's
+flashjit time (the median over rounds), its time over the first build's, and its ratio to the
+fastest PyTorch backend of its own runs. The first build is the baseline.
+
+    bench/ab.py --lib main=/tmp/main/build/capi/libflashjit_c.so \\
+                --lib work=build/capi/libflashjit_c.so --rounds 2 --out /tmp/ab -- --decode
+
+Arguments after `--` go to every compare.py run (--decode, --backward, --dims, ...). Each
+build compiles into its own FLASHJIT_CACHE_DIR (OUT/cache-NAME), so no build is handed the
+other's cubins. Exit status: 0 every run succeeded; 1 a run failed (its log names why);
+2 bad arguments."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+COMPARE = Path(__file__).resolve().parent / "compare.py"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lib", action="append", required=True, metavar="NAME=PATH",
+                        help="a build's libflashjit_c.so; give two or more, the baseline first")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of every build (default 2)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the runs and ab.md")
+    parser.add_argument("compare_args", nargs=argparse.REMAINDER,
+                        help="after --: arguments of every compare.py run")
+    args = parser.parse_args(argv)
+    builds = []
+    for item in args.lib:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"--lib {item!r}: expected NAME=PATH")
+        builds.append((name, Path(path)))
+    if len(builds) < 2:
+        parser.error("give at least two builds (--lib NAME=PATH twice)")
+    if len({name for name, _ in builds}) != len(builds):
+        parser.error("the builds' names must differ")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    args.builds = builds
+    args.compare_args = [a for a in args.compare_args if a != "--"]
+    return args
+
+
+def run_folder(out: Path, name: str, round_index: int) -> Path:
+    return out / f"{name}-{round_index + 1}"
+
+
+def run_once(out: Path, name: str, lib: Path, round_index: int, compare_args: list[str]) -> bool:
+    folder = run_folder(out, name, round_index)
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, FLASHJIT_CACHE_DIR=str(out / f"cache-{name}"))
+    command = [sys.executable, str(COMPARE), "--lib", str(lib), "--commit", name,
+               "--out", str(folder), *compare_args]
+    print(f"[ab] {name} round {round_index + 1}: {' '.join(command)}", file=sys.stderr, flush=True)
+    with open(folder / "compare.log", "w") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if done.returncode != 0:
+        print(f"[ab] {name} round {round_index + 1} failed (exit {done.returncode}): "
+              f"{folder / 'compare.log'}", file=sys.stderr)
+    return done.returncode == 0
+
+
+def load_rows(folder: Path) -> list[dict]:
+    """The rows of the one dated .json a compare.py run wrote into folder (not latest*)."""
+    found = [p for p in folder.glob("*.json") if not p.name.startswith("latest")]
+    if len(found) != 1:
+        raise FileNotFoundError(f"{folder}: expected one result .json, found {len(found)}")
+    return json.loads(found[0].read_text())["rows"]
+
+
+def best_torch_ms(row: dict) -> float | None:
+    times = [entry["ms"] for entry in row.get("torch", {}).values()
+             if isinstance(entry, dict) and entry.get("ms")]
+    return min(times) if times else None
+
+
+def summarize(runs: dict[str, list[list[dict]]]) -> list[dict]:
+    """runs: build name -> its rounds' rows, the baseline first. Per row label (in the
+    baseline's order; rows a build lacks are left out for it): each build's median flashjit
+    ms, its time over the baseline's and its median ratio best-torch ms / flashjit ms."""
+    names = list(runs)
+    summary = []
+    for row in runs[names[0]][0]:
+        label = row["label"]
+        entry = {"label": label, "builds": {}}
+        for name in names:
+            times, ratios = [], []
+            for rows in runs[name]:
+                match = next((r for r in rows if r["label"] == label), None)
+                ms = (match or {}).get("flashjit", {}).get("ms")
+                if not ms:
+                    continue
+                times.append(ms)
+                best = best_torch_ms(match)
+                if best:
+                    ratios.append(best / ms)
+            if times:
+                entry["builds"][name] = {
+                    "ms": statistics.median(times),
+                    "ratio_best": statistics.median(ratios) if ratios else None}
+        base = entry["builds"].get(names[0])
+        for name, build in entry["builds"].items():
+            build["vs_base"] = build["ms"] / base["ms"] if base else None
+        summary.append(entry)
+    return summary
+
+
+def markdown(summary: list[dict], names: list[str], rounds: int, compare_args: list[str]) -> str:
+    lines = [f"# A/B: {' vs '.join(names)} ({rounds} rounds, alternating; compare.py "
+             f"{' '.join(compare_args) or '(the grid)'})", "",
+             "ms: the median of the rounds' flashjit times; x base: that over the first build's "
+             "(< 1: faster); vs best: the fastest PyTorch backend's ms over flashjit's, in the "
+             "build's own runs.", ""]
+    header = ["row"] + [f"{n} ms" for n in names] + [f"{n} x base" for n in names[1:]] + \
+             [f"{n} vs best" for n in names]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+    def cell(value, fmt):
+        return format(value, fmt) if value is not None else ""
+
+    for entry in summary:
+        builds = entry["builds"]
+        cells = [entry["label"]]
+        cells += [cell(builds.get(n, {}).get("ms"), ".4f") for n in names]
+        cells += [cell(builds.get(n, {}).get("vs_base"), ".3f") for n in names[1:]]
+        cells += [cell(builds.get(n, {}).get("ratio_best"), ".2f") for n in names]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for name in names[1:]:
+        values = [e["builds"][name]["vs_base"] for e in summary
+                  if name in e["builds"] and e["builds"][name].get("vs_base")]
+        if values:
+            lines.append(f"- {name} / {names[0]} time over {len(values)} rows: median "
+                         f"{statistics.median(values):.3f}, best {min(values):.3f}, "
+                         f"worst {max(values):.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    for name, lib in args.builds:
+        if not lib.is_file():
+            print(f"[ab] {name}: no library at {lib}", file=sys.stderr)
+            return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    ok = True
+    for round_index in range(args.rounds):
+        for name, lib in args.builds:
+            ok &= run_once(args.out, name, lib, round_index, args.compare_args)
+    runs = {}
+    for name, _ in args.builds:
+        rounds = []
+        for round_index in range(args.rounds):
+            try:
+                rounds.append(load_rows(run_folder(args.out, name, round_index)))
+            except FileNotFoundError as error:
+                print(f"[ab] {error}", file=sys.stderr)
+                ok = False
+        runs[name] = rounds
+    names = [name for name, _ in args.builds]
+    if all(runs[name] for name in names):
+        text = markdown(summarize(runs), names, args.rounds, args.compare_args)
+        (args.out / "ab.md").write_text(text)
+        print(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
