@@ -254,14 +254,7 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
 
     // ---- S = Q K^T over this warp's keys
     float s[kMT][kST][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kST; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
-    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride, L::kQkStride>(s, s_q, 0, tile_k,
-                                                                             warp_key0, lane);
+    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride>(s, s_q, 0, tile_k, warp_key0, lane);
 
     // ---- mask: the cache's end, the causal diagonal and the window, per packed row
     if (block_needs_mask<Cfg>(q_first, q_count, key0, L::kWarpKeys, seqlen_k, diag)) {

@@ -168,15 +168,7 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
 
     // ---- S = Q K^T
     float s[kMT][kST][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kST; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
-
-    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride, L::kQkStride>(s, s_q, warp_row0,
-                                                                             tile_k, 0, lane);
+    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride>(s, s_q, warp_row0, tile_k, 0, lane);
 
     // ---- mask: keys past the sequence end, (causal) keys right of the diagonal, (window)
     // keys outside the band. Only blocks that cross one of those edges pay for it.

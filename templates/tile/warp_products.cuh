@@ -1,7 +1,8 @@
 // One warp's share of the two products of the mma.sync attention kernels (the sm80 forward
 // and decode), on tiles in shared memory:
-//   warp_scores:  S += Q K^T   (kMT m16 tiles of Q rows by kST n8 tiles of keys, over kSteps
-//                               k16 steps of the head dim; Q's and K's rows both k-contiguous)
+//   warp_scores:  S = Q K^T    (kMT m16 tiles of Q rows by kST n8 tiles of keys, over kSteps
+//                               k16 steps of the head dim; Q's and K's rows both k-contiguous,
+//                               kStride elements apart)
 //   warp_values:  O += P V     (P is S's registers: the accumulators of two adjacent n8 tiles
 //                               are exactly the A fragment of one k16 step, so P never leaves
 //                               the registers; V's rows are keys, read transposed)
@@ -14,12 +15,18 @@
 
 namespace fj {
 
-template <class Element, int kMT, int kST, int kSteps, int kQStride, int kKStride>
+template <class Element, int kMT, int kST, int kSteps, int kStride>
 __device__ __forceinline__ void warp_scores(float (&s)[kMT][kST][4],
                                             const typename Element::Storage* q, int q_row0,
                                             const typename Element::Storage* k, int k_row0,
                                             int lane) {
   using Mma = WarpMma<Element>;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kST; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     u32 a[kMT][4];
@@ -27,14 +34,14 @@ __device__ __forceinline__ void warp_scores(float (&s)[kMT][kST][4],
     for (int mt = 0; mt < kMT; ++mt) {
       const int row = q_row0 + mt * 16 + lane % 16;
       const int col = kk * 16 + (lane / 16) * 8;
-      ldmatrix_x4(a[mt], smem_u32(q + row * kQStride + col));
+      ldmatrix_x4(a[mt], smem_u32(q + row * kStride + col));
     }
 #pragma unroll
     for (int np = 0; np < kST / 2; ++np) {
       u32 b[4];  // b[0..1]: keys np*16+0..7, b[2..3]: keys np*16+8..15
       const int row = k_row0 + np * 16 + lane % 8 + (lane / 16) * 8;
       const int col = kk * 16 + ((lane / 8) % 2) * 8;
-      ldmatrix_x4(b, smem_u32(k + row * kKStride + col));
+      ldmatrix_x4(b, smem_u32(k + row * kStride + col));
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         Mma::m16n8k16(s[mt][2 * np], a[mt], b[0], b[1]);
