@@ -11,7 +11,7 @@ fastest PyTorch backend of its own runs. The first build is the baseline.
 Arguments after `--` go to every compare.py run (--decode, --backward, --dims, ...). Each
 build compiles into its own FLASHJIT_CACHE_DIR (OUT/cache-NAME), so no build is handed the
 other's cubins. Exit status: 0 every run succeeded; 1 a run failed (its log names why);
-2 bad arguments."""
+2 bad arguments or a missing library."""
 from __future__ import annotations
 
 import argparse
@@ -78,16 +78,11 @@ def load_rows(folder: Path) -> list[dict]:
     return json.loads(found[0].read_text())["rows"]
 
 
-def best_torch_ms(row: dict) -> float | None:
-    times = [entry["ms"] for entry in row.get("torch", {}).values()
-             if isinstance(entry, dict) and entry.get("ms")]
-    return min(times) if times else None
-
-
 def summarize(runs: dict[str, list[list[dict]]]) -> list[dict]:
     """runs: build name -> its rounds' rows, the baseline first. Per row label (in the
     baseline's order; rows a build lacks are left out for it): each build's median flashjit
-    ms, its time over the baseline's and its median ratio best-torch ms / flashjit ms."""
+    ms, its time over the baseline's and the median of its runs' ratio_best (compare.py's
+    ratio to the fastest PyTorch backend)."""
     names = list(runs)
     summary = []
     for row in runs[names[0]][0]:
@@ -101,9 +96,8 @@ def summarize(runs: dict[str, list[list[dict]]]) -> list[dict]:
                 if not ms:
                     continue
                 times.append(ms)
-                best = best_torch_ms(match)
-                if best:
-                    ratios.append(best / ms)
+                if match.get("ratio_best"):
+                    ratios.append(match["ratio_best"])
             if times:
                 entry["builds"][name] = {
                     "ms": statistics.median(times),

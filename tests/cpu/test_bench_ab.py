@@ -21,13 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import ab  # noqa: E402
 
 
-def row(label: str, ms: float | None, cudnn: float | None = 1.0, flash=None) -> dict:
+def row(label: str, ms: float | None, cudnn: float | None = 1.0) -> dict:
+    """A compare.py row: cuDNN the fastest backend, ratio_best as compare.py sets it."""
     torch = {"efficient": {"refused": "No available kernel."}}
     if cudnn is not None:
         torch["cudnn"] = {"ms": cudnn}
-    if flash is not None:
-        torch["flash"] = {"ms": flash}
-    return {"label": label, "flashjit": {"ms": ms} if ms is not None else {}, "torch": torch}
+    ratio = cudnn / ms if cudnn is not None and ms else None
+    return {"label": label, "flashjit": {"ms": ms} if ms is not None else {}, "torch": torch,
+            "ratio_best": ratio}
 
 
 class Arguments(unittest.TestCase):
@@ -75,9 +76,11 @@ class Summary(unittest.TestCase):
         # r2 failed or is missing in every work run: only main has it.
         self.assertEqual(list(summary[1]["builds"]), ["main"])
 
-    def test_the_fastest_backend_is_the_best_and_refusals_are_skipped(self):
-        self.assertEqual(ab.best_torch_ms(row("r", 1.0, cudnn=3.0, flash=2.0)), 2.0)
-        self.assertIsNone(ab.best_torch_ms(row("r", 1.0, cudnn=None)))
+    def test_a_row_without_a_ratio_to_pytorch_has_none(self):
+        runs = {"main": [[row("r", 2.0, cudnn=None)]], "work": [[row("r", 1.0, cudnn=None)]]}
+        builds = ab.summarize(runs)[0]["builds"]
+        self.assertIsNone(builds["main"]["ratio_best"])
+        self.assertAlmostEqual(builds["work"]["vs_base"], 0.5)
 
     def test_the_table_has_a_column_a_build_and_a_closing_line_a_challenger(self):
         runs = {"main": [[row("r1", 2.0), row("r2", 1.0)]],
@@ -97,7 +100,8 @@ FAKE_COMPARE = textwrap.dedent("""\
         calls.write(args["--commit"] + " " + os.environ["FLASHJIT_CACHE_DIR"] + "\\n")
     if ms < 0:
         sys.exit(1)
-    rows = [{"label": "r1", "flashjit": {"ms": ms}, "torch": {"cudnn": {"ms": 1.0}}}]
+    rows = [{"label": "r1", "flashjit": {"ms": ms}, "torch": {"cudnn": {"ms": 1.0}},
+             "ratio_best": 1.0 / ms}]
     out = Path(args["--out"])
     (out / "2026-x-decode.json").write_text(json.dumps({"rows": rows}))
     (out / "latest-decode.json").write_text(json.dumps({"rows": []}))
