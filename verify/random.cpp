@@ -17,9 +17,12 @@ RandomInputs::RandomInputs(std::optional<uint64_t> seed, Distribution distributi
     : seed_(seed ? *seed : fresh_seed()), distribution_(distribution), engine_(seed_) {}
 
 float RandomInputs::next(DType dtype) {
-  const float value =
-      distribution_ == Distribution::Normal ? normal_(engine_) : uniform_(engine_);
-  return round_to(dtype, value);
+  switch (distribution_) {
+    case Distribution::Normal: return round_to(dtype, normal_(engine_));
+    case Distribution::Uniform: return round_to(dtype, uniform_(engine_));
+    case Distribution::Wide: return round_to(dtype, wide_(engine_));
+  }
+  return 0.f;
 }
 
 void RandomInputs::fill(DType dtype, std::span<uint16_t> out) {

@@ -32,6 +32,18 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, int src_byt
   }
 }
 
+// A 16-byte cp.async that reads all 16 bytes: without the source-size operand there is no
+// size to compute and no zero-fill (SASS LDGSTS without .ZFILL). dst is a shared-memory
+// address (smem_u32), so callers can step it by constants.
+template <bool L2_PREFETCH = false>
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src) {
+  if constexpr (L2_PREFETCH) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most N of this thread's committed groups are still in flight.

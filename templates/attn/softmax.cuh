@@ -11,11 +11,14 @@ namespace fj {
 // One step of the online softmax in the exp2 domain: raises the running max by this block's
 // scores, turns the scores into P = exp2(scale_log2 * s - max) in place, adds P's row sums
 // (this thread's share) to row_sum and returns in alpha the factor the O accumulated so far
-// must be multiplied by.
-template <int kTiles>
-__device__ __forceinline__ void softmax_step(float (&s)[kTiles][4], float (&row_max)[2],
+// must be multiplied by. With kMaxSlack > 0 the running max stays put while the block's max
+// exceeds it by at most kMaxSlack (P then reaches 2^kMaxSlack, far inside fp16's and fp32's
+// range); the result says whether either row's max moved, i.e. whether alpha is not 1.
+template <int kTiles, int kMaxSlack = 0>
+__device__ __forceinline__ bool softmax_step(float (&s)[kTiles][4], float (&row_max)[2],
                                              float (&row_sum)[2], float scale_log2,
                                              float (&alpha)[2]) {
+  bool raised = false;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float mx = neg_inf();
@@ -23,7 +26,11 @@ __device__ __forceinline__ void softmax_step(float (&s)[kTiles][4], float (&row_
     for (int j = 0; j < kTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][half * 2], s[j][half * 2 + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(row_max[half], mx * scale_log2);
+    float m_new = fmaxf(row_max[half], mx * scale_log2);
+    if constexpr (kMaxSlack > 0) {
+      if (m_new <= row_max[half] + kMaxSlack) m_new = row_max[half];
+    }
+    raised |= m_new != row_max[half];
     // A row that has seen no key yet keeps m = -inf; use 0 as its base so that
     // exp2(-inf - base) = 0 instead of NaN.
     const float base = m_new == neg_inf() ? 0.f : m_new;
@@ -40,6 +47,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[kTiles][4], float (&row_
       }
     row_sum[half] = row_sum[half] * alpha[half] + sum;
   }
+  return raised;
 }
 
 template <int kTiles>

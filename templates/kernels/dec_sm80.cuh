@@ -57,6 +57,16 @@ struct DecSm80Layout {
   // and spilled at V slices of 256, dense and paged (paged d256 runs 5% slower capped, but
   // spilled 8-16 bytes uncapped: bench/NOTES.md entry 26).
   static constexpr int kLoadUnroll = 8;
+  // Tiles whole inside the cache copy 16-byte chunks without bounds or zero-fill
+  // (tile/load.cuh's load_whole_tile and load_whole_rows): rows on 16 bytes, no padded
+  // columns, and one chunk a thread a row step.
+  static constexpr bool kWholeRows =
+      Cfg::kAlign == 16 && Cfg::kHeadDimQk == Cfg::kDqkPad &&
+      pow2_ceil(Cfg::kDqkPad / 8) <= kThreads && pow2_ceil(Cfg::kDvSlice / 8) <= kThreads;
+  // How far (log2) a block's max may pass a row's running max before it moves: O's rescale
+  // (a multiply per accumulator) was 14% of the kernel's instructions, and a warp skips it
+  // for a tile where none of its rows' maxima moved, after the first tiles nearly always.
+  static constexpr int kMaxSlack = 8;
   // The merge's fp32 rows: each warp's O, then each warp's row max and row sum.
   static constexpr int kMergeStride = budget::dec_sm80_merge_stride(Cfg::kDvSlice);
   static constexpr int kMergeOFloats = Cfg::kWarps * Cfg::kBlockM * kMergeStride;
@@ -180,21 +190,38 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     const int key0 = key_begin + step * kBN;
     Storage* k_dst = s_k + (step % kStages) * L::kKElems;
     Storage* v_dst = s_v + (step % kStages) * L::kVElems;
+    // Every tile but a split's last lies whole in the cache: its copies skip the bounds and
+    // the zero-fill.
+    const bool whole = seqlen_k - key0 >= kBN && v_cols >= Cfg::kDvSlice;
     if constexpr (Cfg::kPaged) {
       const longlong2* offsets = s_key_offsets + (step % kStages) * kBN;
+      auto k_row = [&](int r) { return k + offsets[r].x; };
+      auto v_row = [&](int r) { return v + offsets[r].y; };
+      if constexpr (L::kWholeRows) {
+        if (whole) {
+          load_whole_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, L::kPagedRowGroup,
+                          L::kLoadUnroll>(k_dst, k_row, tid);
+          load_whole_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, L::kPagedRowGroup,
+                          L::kLoadUnroll>(v_dst, v_row, tid);
+          return;
+        }
+      }
       load_rows<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup,
-                L::kLoadUnroll>(
-          k_dst,
-          [&](int r) { return k + offsets[r].x; },
-          k, seqlen_k - key0, Cfg::kHeadDimQk, tid);
+                L::kLoadUnroll>(k_dst, k_row, k, seqlen_k - key0, Cfg::kHeadDimQk, tid);
       load_rows<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kPagedRowGroup,
-                L::kLoadUnroll>(
-          v_dst,
-          [&](int r) { return v + offsets[r].y; },
-          v, seqlen_k - key0, v_cols, tid);
+                L::kLoadUnroll>(v_dst, v_row, v, seqlen_k - key0, v_cols, tid);
     } else {
       // A dense cache's rows ask L2 for whole lines (1-2.5% on the H200, entry 28); paged
       // rows, timed once each way, gained nothing clear.
+      if constexpr (L::kWholeRows) {
+        if (whole) {
+          load_whole_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, L::kLoadUnroll, true>(
+              k_dst, k + key0 * p.k_seq_stride, p.k_seq_stride, tid);
+          load_whole_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, L::kLoadUnroll, true>(
+              v_dst, v + key0 * p.v_seq_stride, p.v_seq_stride, tid);
+          return;
+        }
+      }
       load_tile<kBN, Cfg::kDqkPad, L::kQkStride, L::kThreads, Cfg::kAlign, L::kLoadUnroll, true>(
           k_dst, k + key0 * p.k_seq_stride, p.k_seq_stride, seqlen_k - key0, Cfg::kHeadDimQk, tid);
       load_tile<kBN, Cfg::kDvSlice, L::kVStride, L::kThreads, Cfg::kAlign, L::kLoadUnroll, true>(
@@ -267,8 +294,9 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       float alpha[2];
-      softmax_step(s[mt], row_max[mt], row_sum[mt], p.scale_log2, alpha);
-      rescale_rows(acc_o[mt], alpha);
+      const bool raised =
+          softmax_step<kST, L::kMaxSlack>(s[mt], row_max[mt], row_sum[mt], p.scale_log2, alpha);
+      if (__any_sync(0xffffffffu, raised)) rescale_rows(acc_o[mt], alpha);
     }
 
     // ---- O += P V over this warp's keys

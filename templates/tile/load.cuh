@@ -80,6 +80,79 @@ __device__ __forceinline__ void load_tile(T* smem, const T* src, long long src_s
   }
 }
 
+// load_tile for a tile known to lie whole inside the tensor (every row below rows_valid, every
+// column below cols_valid, rows 16-byte aligned): the copies need neither bounds nor zero-fill.
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int UNROLL = 1 << 20,
+          bool L2_PREFETCH = false, class T>
+__device__ __forceinline__ void load_whole_tile(T* smem, const T* src, long long src_stride,
+                                                int tid) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  constexpr int kSlots = pow2_ceil(COLS / kVec);
+  static_assert(kSlots <= THREADS, "one chunk a thread a row step");
+  constexpr int kRowsPerStep = THREADS / kSlots;
+  constexpr int kSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
+  const int col = (tid % kSlots) * kVec;
+  if (col >= COLS) return;
+  const int row0 = tid / kSlots;
+  const long long step_stride = kRowsPerStep * src_stride;
+  const T* from = src + row0 * src_stride + col;
+  // One shared address stepped by constants: they fold into the copies' immediate offsets.
+  const u32 to = smem_u32(smem + row0 * SMEM_STRIDE + col);
+  constexpr u32 kStepBytes = kRowsPerStep * SMEM_STRIDE * sizeof(T);
+#pragma unroll(kSteps < UNROLL ? kSteps : UNROLL)
+  for (int step = 0; step < kSteps; ++step) {
+    const int row = row0 + step * kRowsPerStep;
+    if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
+    cp_async_16<L2_PREFETCH>(to + step * kStepBytes, from);
+    from += step_stride;
+  }
+}
+
+// Walks the rows row0 + i * STEP below ROWS (i < ceil(ROWS / STEP)) in groups of GROUP:
+// the group's row_at calls come before its copies, so the reads they make (a paged cache's
+// table in shared memory) wait once a group instead of once a row. row_at is called with rows
+// below ROWS only; copy(i, row, from) copies row `row` from row_at's `from`.
+template <int ROWS, int STEP, int GROUP, int UNROLL, class RowAt, class Copy>
+__device__ __forceinline__ void copy_row_groups(int row0, RowAt row_at, Copy copy) {
+  constexpr int kRowSteps = (ROWS + STEP - 1) / STEP;
+  constexpr int kGroups = (kRowSteps + GROUP - 1) / GROUP;
+  constexpr int kUnrolledGroups = UNROLL / GROUP < 1 ? 1 : UNROLL / GROUP;
+#pragma unroll(kGroups < kUnrolledGroups ? kGroups : kUnrolledGroups)
+  for (int i0 = 0; i0 < kRowSteps; i0 += GROUP) {
+    decltype(row_at(0)) from[GROUP];
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      const int row = row0 + (i0 + g) * STEP;
+      from[g] = row_at(row < ROWS ? row : ROWS - 1);
+    }
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      const int row = row0 + (i0 + g) * STEP;
+      if (kRowSteps % GROUP != 0 && i0 + g >= kRowSteps) break;
+      if (ROWS % STEP != 0 && row >= ROWS) break;
+      copy(i0 + g, row, from[g]);
+    }
+  }
+}
+
+// load_rows for a tile whose rows all lie inside the tensor at full width (rows 16-byte
+// aligned): no bounds, no zero-fill. GROUP and UNROLL as in load_rows.
+template <int ROWS, int COLS, int SMEM_STRIDE, int THREADS, int GROUP = 1, int UNROLL = 1 << 20,
+          class T, class RowAt>
+__device__ __forceinline__ void load_whole_rows(T* smem, RowAt row_at, int tid) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  constexpr int kSlots = pow2_ceil(COLS / kVec);
+  static_assert(kSlots <= THREADS, "one chunk a thread a row step");
+  constexpr int kRowsPerStep = THREADS / kSlots;
+  const int col = (tid % kSlots) * kVec;
+  if (col >= COLS) return;
+  const int row0 = tid / kSlots;
+  const u32 to = smem_u32(smem + row0 * SMEM_STRIDE + col);
+  constexpr u32 kStepBytes = kRowsPerStep * SMEM_STRIDE * sizeof(T);
+  copy_row_groups<ROWS, kRowsPerStep, GROUP, UNROLL>(
+      row0, row_at, [&](int i, int, const T* from) { cp_async_16(to + i * kStepBytes, from + col); });
+}
+
 // load_tile for rows that do not lie one stride apart (decode's packed GQA rows, a paged
 // cache): row r of the source starts at row_at(r). With GROUP 1, row_at is called only for
 // rows below rows_valid. With GROUP > 1, the addresses of GROUP rows are found before their
@@ -114,25 +187,8 @@ __device__ __forceinline__ void load_rows(T* smem, RowAt row_at, const T* fallba
     for (int row = row0; row < ROWS; row += kRowsPerStep)
       copy_row(row, row < rows_valid ? row_at(row) : nullptr);
   } else {
-    constexpr int kRowSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
-    constexpr int kGroups = (kRowSteps + GROUP - 1) / GROUP;
-    constexpr int kUnrolledGroups = UNROLL / GROUP < 1 ? 1 : UNROLL / GROUP;
-#pragma unroll(kGroups < kUnrolledGroups ? kGroups : kUnrolledGroups)
-    for (int i0 = 0; i0 < kRowSteps; i0 += GROUP) {
-      const T* from[GROUP];
-#pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        const int row = row0 + (i0 + g) * kRowsPerStep;
-        from[g] = row_at(row < ROWS ? row : ROWS - 1);
-      }
-#pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        const int row = row0 + (i0 + g) * kRowsPerStep;
-        if (kRowSteps % GROUP != 0 && i0 + g >= kRowSteps) break;
-        if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
-        copy_row(row, from[g]);
-      }
-    }
+    copy_row_groups<ROWS, kRowsPerStep, GROUP, UNROLL>(
+        row0, row_at, [&](int, int row, const T* from) { copy_row(row, from); });
   }
 }
 

@@ -21,27 +21,28 @@ __device__ __forceinline__ void warp_scores(float (&s)[kMT][kST][4],
                                             const typename Element::Storage* k, int k_row0,
                                             int lane) {
   using Mma = WarpMma<Element>;
+  constexpr int kBytes = sizeof(typename Element::Storage);
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < kST; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+  // Each lane's first ldmatrix address in Q and in K: every later one lies a constant number
+  // of bytes on, which ptxas folds into the instruction's offset (no address arithmetic).
+  const u32 q_at = smem_u32(q + (q_row0 + lane % 16) * kStride + (lane / 16) * 8);
+  const u32 k_at =
+      smem_u32(k + (k_row0 + lane % 8 + (lane / 16) * 8) * kStride + ((lane / 8) % 2) * 8);
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     u32 a[kMT][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      const int row = q_row0 + mt * 16 + lane % 16;
-      const int col = kk * 16 + (lane / 16) * 8;
-      ldmatrix_x4(a[mt], smem_u32(q + row * kStride + col));
-    }
+    for (int mt = 0; mt < kMT; ++mt)
+      ldmatrix_x4(a[mt], q_at + (mt * 16 * kStride + kk * 16) * kBytes);
 #pragma unroll
     for (int np = 0; np < kST / 2; ++np) {
       u32 b[4];  // b[0..1]: keys np*16+0..7, b[2..3]: keys np*16+8..15
-      const int row = k_row0 + np * 16 + lane % 8 + (lane / 16) * 8;
-      const int col = kk * 16 + ((lane / 8) % 2) * 8;
-      ldmatrix_x4(b, smem_u32(k + row * kStride + col));
+      ldmatrix_x4(b, k_at + (np * 16 * kStride + kk * 16) * kBytes);
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         Mma::m16n8k16(s[mt][2 * np], a[mt], b[0], b[1]);
@@ -56,6 +57,10 @@ __device__ __forceinline__ void warp_values(float (&o)[kMT][kOT][4], const float
                                             const typename Element::Storage* v, int v_row0,
                                             int lane) {
   using Mma = WarpMma<Element>;
+  constexpr int kBytes = sizeof(typename Element::Storage);
+  // As in warp_scores: one address a lane, the rest constant offsets from it.
+  const u32 v_at =
+      smem_u32(v + (v_row0 + lane % 8 + ((lane / 8) % 2) * 8) * kVStride + (lane / 16) * 8);
 #pragma unroll
   for (int kk = 0; kk < kST / 2; ++kk) {
     u32 a[kMT][4];
@@ -69,9 +74,7 @@ __device__ __forceinline__ void warp_values(float (&o)[kMT][kOT][4], const float
 #pragma unroll
     for (int op = 0; op < kOT / 2; ++op) {
       u32 b[4];  // b[0..1]: V columns op*16+0..7, b[2..3]: columns op*16+8..15
-      const int row = v_row0 + kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-      const int col = op * 16 + (lane / 16) * 8;
-      ldmatrix_x4_trans(b, smem_u32(v + row * kVStride + col));
+      ldmatrix_x4_trans(b, v_at + (kk * 16 * kVStride + op * 16) * kBytes);
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         Mma::m16n8k16(o[mt][2 * op], a[mt], b[0], b[1]);

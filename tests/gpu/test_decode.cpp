@@ -49,9 +49,11 @@ verify::DecodeShape decode_shape(int heads_q, int heads_kv, int seqlen_q, std::v
   return s;
 }
 
-void check_cases(const std::vector<DecodeCase>& cases) {
+void check_cases(const std::vector<DecodeCase>& cases,
+                 verify::Distribution distribution = verify::Distribution::Normal) {
   verify::RunOptions options;
   options.iters = 0;  // correctness only: bench/ times decode
+  options.distribution = distribution;
   int failed = 0;
   for (const DecodeCase& c : cases) {
     const std::string what = fmt::format(
@@ -147,6 +149,21 @@ TEST_CASE("decode: caches of 65537 keys") {
       {decode_spec(100, 100, DType::BF16, Mask::Window, 4096, 0), decode_shape(8, 2, 16, {65537, 4097})},
   };
   check_cases(cases);
+}
+
+// Scores of N(0, 81) after the scale: a row's running max moves past the kernel's slack (2^8
+// in the exp2 domain) in the first tiles and by less than it later, so both the tiles that
+// rescale O and those that skip it (P above 1) are checked, dense and paged, split and not.
+TEST_CASE("decode: wide scores whose running max keeps rising") {
+  std::vector<DecodeCase> cases;
+  for (auto [dqk, dv] : {std::pair{64, 64}, {128, 128}, {256, 256}, {192, 128}})
+    for (int page : {0, 16}) {
+      cases.push_back({decode_spec(dqk, dv, DType::BF16, Mask::None),
+                       decode_shape(32, 8, 1, {4097, 1000, 0, 65}, page)});
+      cases.push_back({decode_spec(dqk, dv, DType::F16, Mask::Causal),
+                       decode_shape(8, 2, 5, {4097, 17}, page)});
+    }
+  check_cases(cases, verify::Distribution::Wide);
 }
 
 TEST_CASE("merge: two halves of the keys merged in place equal one pass over all of them") {
