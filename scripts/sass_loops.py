@@ -109,9 +109,11 @@ def report(name: str, sass: str, show_blocks: bool, top: int) -> bool:
             last = block.instructions[-1]
             exit_note = ""
             if opcode(last) in BRANCHES:
+                # "-> @!P0 .L_x_3": the branch's predicate, if any, and where it goes.
                 target = BRANCH_TARGET.search(last)
-                exit_note = f"  -> {last.split()[0] if last.startswith('@') else ''} " \
-                            f"{target.group(1) if target else opcode(last)}"
+                words = [last.split()[0]] if last.startswith("@") else []
+                words.append(target.group(1) if target else opcode(last))
+                exit_note = "  -> " + " ".join(words)
             block_mix = collections.Counter(opcode(i) for i in block.instructions)
             print(f"  {block.label:>10} {len(block.instructions):4d}  "
                   + " ".join(f"{op} {c}" for op, c in block_mix.most_common(5)) + exit_note)
