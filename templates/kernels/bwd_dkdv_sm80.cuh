@@ -25,7 +25,7 @@
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
-#include "../tile/mma.cuh"
+#include "../tile/warp_products.cuh"
 #include "bwd_params.cuh"
 
 namespace fj {
@@ -68,7 +68,6 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
   using L = Sm80BwdDkDvLayout<Cfg>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
-  using Mma = WarpMma<Element>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kQT = L::kQTiles;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -164,7 +163,10 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
     cp_async_commit();
   }
 
-  float acc_dk[L::kDkTiles][4], acc_dv[L::kDvTiles][4];
+  // One m16 tile of keys a warp: the warp products' row-tile index is always 0.
+  float acc_dk1[1][L::kDkTiles][4], acc_dv1[1][L::kDvTiles][4];
+  auto& acc_dk = acc_dk1[0];
+  auto& acc_dv = acc_dv1[0];
 #pragma unroll
   for (int t = 0; t < L::kDkTiles; ++t)
 #pragma unroll
@@ -199,25 +201,10 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
     const float* d_rows = s_d + stage * kBM;
 
     // ---- S^T = K Q^T for this warp's 16 keys and the tile's kBM queries
-    float s[kQT][4];
-#pragma unroll
-    for (int t = 0; t < kQT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] = 0.f;
-#pragma unroll 2
-    for (int kk = 0; kk < Cfg::kDqkPad / 16; ++kk) {
-      u32 a[4];
-      ldmatrix_x4(a, smem_u32(s_k + (key_row + lane % 16) * L::kQkStride + kk * 16 + (lane / 16) * 8));
-#pragma unroll
-      for (int np = 0; np < kQT / 2; ++np) {
-        u32 b[4];  // b[0..1]: queries np*16+0..7, b[2..3]: queries np*16+8..15
-        const int row = np * 16 + lane % 8 + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, smem_u32(tile_q + row * L::kQkStride + col));
-        Mma::m16n8k16(s[2 * np], a, b[0], b[1]);
-        Mma::m16n8k16(s[2 * np + 1], a, b[2], b[3]);
-      }
-    }
+    float s1[1][kQT][4];
+    auto& s = s1[0];
+    warp_scores<Element, 1, kQT, Cfg::kDqkPad / 16, L::kQkStride>(s1, s_k, key_row, tile_q, 0,
+                                                                  lane);
     if (block_needs_mask<Cfg>(m0, kBM, n0, kBN, seqlen_k, diag))
       mask_scores_transposed<Cfg>(s, n0 + key_row + lane / 4, m0, diag, lane);
 
@@ -231,47 +218,16 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
       }
 
     // ---- dV += P^T dO (this split's dV columns)
-    if (dv_cols > 0) {
-#pragma unroll
-      for (int kk = 0; kk < kBM / 16; ++kk) {
-        u32 a[4];
-        a[0] = Element::pack(s[2 * kk][0], s[2 * kk][1]);
-        a[1] = Element::pack(s[2 * kk][2], s[2 * kk][3]);
-        a[2] = Element::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[3] = Element::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-        for (int op = 0; op < L::kDvTiles / 2; ++op) {
-          u32 b[4];
-          const int row = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-          const int col = dv_col0 + op * 16 + (lane / 16) * 8;
-          ldmatrix_x4_trans(b, smem_u32(tile_do + row * L::kVStride + col));
-          Mma::m16n8k16(acc_dv[2 * op], a, b[0], b[1]);
-          Mma::m16n8k16(acc_dv[2 * op + 1], a, b[2], b[3]);
-        }
-      }
-    }
+    if (dv_cols > 0)
+      warp_values<Element, 1, kQT, L::kDvTiles, L::kVStride>(acc_dv1, s1, tile_do + dv_col0, 0,
+                                                             lane);
     if (dk_cols <= 0) continue;
 
     // ---- dP^T = V dO^T, then dS^T = P^T * (dP^T - D) in place
-    float dp[kQT][4];
-#pragma unroll
-    for (int t = 0; t < kQT; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[t][e] = 0.f;
-#pragma unroll 2
-    for (int kk = 0; kk < Cfg::kDvPad / 16; ++kk) {
-      u32 a[4];
-      ldmatrix_x4(a, smem_u32(s_v + (key_row + lane % 16) * L::kVStride + kk * 16 + (lane / 16) * 8));
-#pragma unroll
-      for (int np = 0; np < kQT / 2; ++np) {
-        u32 b[4];
-        const int row = np * 16 + lane % 8 + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, smem_u32(tile_do + row * L::kVStride + col));
-        Mma::m16n8k16(dp[2 * np], a, b[0], b[1]);
-        Mma::m16n8k16(dp[2 * np + 1], a, b[2], b[3]);
-      }
-    }
+    float dp1[1][kQT][4];
+    auto& dp = dp1[0];
+    warp_scores<Element, 1, kQT, Cfg::kDvPad / 16, L::kVStride>(dp1, s_v, key_row, tile_do, 0,
+                                                                lane);
 #pragma unroll
     for (int t = 0; t < kQT; ++t)
 #pragma unroll
@@ -281,23 +237,8 @@ __device__ __forceinline__ void bwd_dkdv_sm80(const BwdParams& p) {
       }
 
     // ---- dK += dS^T Q (this split's dK columns; the scale is applied once, at the end)
-#pragma unroll
-    for (int kk = 0; kk < kBM / 16; ++kk) {
-      u32 a[4];
-      a[0] = Element::pack(dp[2 * kk][0], dp[2 * kk][1]);
-      a[1] = Element::pack(dp[2 * kk][2], dp[2 * kk][3]);
-      a[2] = Element::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      a[3] = Element::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-#pragma unroll
-      for (int op = 0; op < L::kDkTiles / 2; ++op) {
-        u32 b[4];
-        const int row = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        const int col = dk_col0 + op * 16 + (lane / 16) * 8;
-        ldmatrix_x4_trans(b, smem_u32(tile_q + row * L::kQkStride + col));
-        Mma::m16n8k16(acc_dk[2 * op], a, b[0], b[1]);
-        Mma::m16n8k16(acc_dk[2 * op + 1], a, b[2], b[3]);
-      }
-    }
+    warp_values<Element, 1, kQT, L::kDkTiles, L::kQkStride>(acc_dk1, dp1, tile_q + dk_col0, 0,
+                                                            lane);
   }
   cp_async_wait<0>();  // only empty groups can remain; leave none in flight at exit
 

@@ -21,7 +21,7 @@
 #include "../tile/budgets.cuh"
 #include "../tile/element.cuh"
 #include "../tile/load.cuh"
-#include "../tile/mma.cuh"
+#include "../tile/warp_products.cuh"
 #include "bwd_params.cuh"
 
 namespace fj {
@@ -60,7 +60,6 @@ __device__ __forceinline__ void bwd_dq_sm80(const BwdParams& p) {
   using L = Sm80BwdDqLayout<Cfg>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
-  using Mma = WarpMma<Element>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kST = L::kSTiles;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -120,7 +119,9 @@ __device__ __forceinline__ void bwd_dq_sm80(const BwdParams& p) {
     d_row[half] = r < seqlen_q ? p.d_rows[row_base + r] : 0.f;
   }
 
-  float acc_dq[L::kDqTiles][4];
+  // One m16 tile of query rows a warp: the warp products' row-tile index is always 0.
+  float acc_dq1[1][L::kDqTiles][4];
+  auto& acc_dq = acc_dq1[0];
 #pragma unroll
   for (int t = 0; t < L::kDqTiles; ++t)
 #pragma unroll
@@ -160,25 +161,11 @@ __device__ __forceinline__ void bwd_dq_sm80(const BwdParams& p) {
     const Storage* tile_v = s_v + (j % kStages) * L::kVElems;
 
     // ---- S = Q K^T and dP = dO V^T, both kBM x kBN
-    float s[kST][4], dp[kST][4];
-#pragma unroll
-    for (int t = 0; t < kST; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] = dp[t][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kDqkPad / 16; ++kk) {
-      u32 a[4];
-      ldmatrix_x4(a, smem_u32(s_q + (warp_row0 + lane % 16) * L::kQkStride + kk * 16 + (lane / 16) * 8));
-#pragma unroll
-      for (int np = 0; np < kST / 2; ++np) {
-        u32 b[4];
-        const int row = np * 16 + lane % 8 + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, smem_u32(tile_k + row * L::kQkStride + col));
-        Mma::m16n8k16(s[2 * np], a, b[0], b[1]);
-        Mma::m16n8k16(s[2 * np + 1], a, b[2], b[3]);
-      }
-    }
+    float s1[1][kST][4], dp1[1][kST][4];
+    auto& s = s1[0];
+    auto& dp = dp1[0];
+    warp_scores<Element, 1, kST, Cfg::kDqkPad / 16, L::kQkStride>(s1, s_q, warp_row0, tile_k, 0,
+                                                                  lane);
     if (block_needs_mask<Cfg>(m0, kBM, key0, kBN, seqlen_k, diag))
       mask_scores<Cfg>(s, m0 + warp_row0 + lane / 4, key0, seqlen_k, diag, lane);
 #pragma unroll
@@ -187,20 +174,8 @@ __device__ __forceinline__ void bwd_dq_sm80(const BwdParams& p) {
       for (int e = 0; e < 4; ++e)
         s[t][e] = exp2_approx(fmaf(s[t][e], p.scale_log2, -lse_log2[e / 2]));
 
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kDvPad / 16; ++kk) {
-      u32 a[4];
-      ldmatrix_x4(a, smem_u32(s_do + (warp_row0 + lane % 16) * L::kVStride + kk * 16 + (lane / 16) * 8));
-#pragma unroll
-      for (int np = 0; np < kST / 2; ++np) {
-        u32 b[4];
-        const int row = np * 16 + lane % 8 + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, smem_u32(tile_v + row * L::kVStride + col));
-        Mma::m16n8k16(dp[2 * np], a, b[0], b[1]);
-        Mma::m16n8k16(dp[2 * np + 1], a, b[2], b[3]);
-      }
-    }
+    warp_scores<Element, 1, kST, Cfg::kDvPad / 16, L::kVStride>(dp1, s_do, warp_row0, tile_v, 0,
+                                                                lane);
     // ---- dS = P * (dP - D)
 #pragma unroll
     for (int t = 0; t < kST; ++t)
@@ -208,23 +183,8 @@ __device__ __forceinline__ void bwd_dq_sm80(const BwdParams& p) {
       for (int e = 0; e < 4; ++e) dp[t][e] = s[t][e] * (dp[t][e] - d_row[e / 2]);
 
     // ---- dQ += dS K (this split's columns; the scale is applied once, at the end)
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      u32 a[4];
-      a[0] = Element::pack(dp[2 * kk][0], dp[2 * kk][1]);
-      a[1] = Element::pack(dp[2 * kk][2], dp[2 * kk][3]);
-      a[2] = Element::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      a[3] = Element::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-#pragma unroll
-      for (int op = 0; op < L::kDqTiles / 2; ++op) {
-        u32 b[4];
-        const int row = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        const int col = dq_col0 + op * 16 + (lane / 16) * 8;
-        ldmatrix_x4_trans(b, smem_u32(tile_k + row * L::kQkStride + col));
-        Mma::m16n8k16(acc_dq[2 * op], a, b[0], b[1]);
-        Mma::m16n8k16(acc_dq[2 * op + 1], a, b[2], b[3]);
-      }
-    }
+    warp_values<Element, 1, kST, L::kDqTiles, L::kQkStride>(acc_dq1, dp1, tile_k + dq_col0, 0,
+                                                            lane);
   }
   cp_async_wait<0>();
 

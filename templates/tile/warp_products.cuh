@@ -6,7 +6,10 @@
 //   warp_values:  O += P V     (P is S's registers: the accumulators of two adjacent n8 tiles
 //                               are exactly the A fragment of one k16 step, so P never leaves
 //                               the registers; V's rows are keys, read transposed)
-// A kernel places its warp with the first Q row, key row and V row it passes.
+// A kernel places its warp with the first Q row, key row and V row it passes. The sm80
+// backward runs its products through the same two: S^T = K Q^T and dP^T = V dO^T as scores
+// (keys in the A rows), dV += P^T dO and dK += dS^T Q as values (queries the k dimension);
+// its dQ kernel S = Q K^T, dP = dO V^T and dQ += dS K.
 #pragma once
 
 #include "../arch/sm80.cuh"

@@ -109,12 +109,25 @@ TEST_CASE("heuristic: the kernels whose heuristic tiles spilled compile clean (N
 }
 
 TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile clean (NVRTC)") {
-  // qk33 with a block-sparse mask: the dQ kernel's m128 n64 w8 spilled 8 bytes at 128
-  // registers on sm_80; every launch of the backward is compiled.
-  const Spec sparse = spec_with(33, kMasks[2]);
-  for (const Plan& plan : rt::plan_backward(sparse, "sm_80", {}).launches) {
-    check_compiles_clean(plan);
-  }
+  // The dQ kernel's m128 n64 w8 at the 128 registers ptxas gives it with a mask, at head dims
+  // that pad to 48 or 64: qk33 block-sparse spilled 8 bytes on sm_80; qk33 causal and window
+  // (sm_80), qk49 window (sm_80) and block-sparse (sm_90a) 4 bytes each once its products ran
+  // through warp_products.cuh. Every launch of the backward is compiled.
+  struct BackwardCase {
+    Spec spec;
+    const char* target;
+  };
+  const BackwardCase backward_cases[] = {
+      {spec_with(33, kMasks[2]), "sm_80"},
+      {Spec::from_yaml("head_dim: 33\ncausal: true\n"), "sm_80"},
+      {spec_with(33, kMasks[1]), "sm_80"},
+      {spec_with(49, kMasks[1]), "sm_80"},
+      {spec_with(49, kMasks[2]), "sm_90a"},
+  };
+  for (const BackwardCase& c : backward_cases)
+    for (const Plan& plan : rt::plan_backward(c.spec, c.target, {}).launches) {
+      check_compiles_clean(plan);
+    }
   // The sm90 dK/dV/dQ kernels at the register budget's 208 (d72 and d80 at 128 query rows a
   // step, in 32-byte panels; the ordered one too), and d64's ordered kernel, which spilled
   // 8-12 bytes with the shared-memory base taken as declared rather than rounded up.
