@@ -3,7 +3,8 @@
 bench/compare.py once per build per round, the builds alternating (A B A B), each beside
 PyTorch's backends as usual, and writes ab.md beside the runs' results: per row each build's
 flashjit time (the median over rounds), its time over the first build's, and its ratio to the
-fastest PyTorch backend of its own runs. The first build is the baseline.
+fastest PyTorch backend of its own runs. The first build is the baseline. ab.md is written after
+every round, so a run cut short leaves the table of the rounds it finished.
 
     bench/ab.py --lib main=/tmp/main/build/capi/libflashjit_c.so \\
                 --lib work=build/capi/libflashjit_c.so --rounds 2 --out /tmp/ab -- --decode
@@ -140,6 +141,33 @@ def markdown(summary: list[dict], names: list[str], rounds: int, compare_args: l
     return "\n".join(lines) + "\n"
 
 
+def load_runs(out: Path, names: list[str], rounds: int, quiet: bool) -> dict[str, list[list[dict]]]:
+    """Each build's rows of rounds 0..rounds-1 whose run left a result (a failed run leaves
+    none: it is left out, and said unless quiet)."""
+    runs = {}
+    for name in names:
+        found = []
+        for round_index in range(rounds):
+            try:
+                found.append(load_rows(run_folder(out, name, round_index)))
+            except FileNotFoundError as error:
+                if not quiet:
+                    print(f"[ab] {error}", file=sys.stderr)
+        runs[name] = found
+    return runs
+
+
+def write_table(out: Path, runs: dict[str, list[list[dict]]], rounds: int,
+                compare_args: list[str]) -> str | None:
+    """ab.md from the runs, if every build has one; returns its text."""
+    names = list(runs)
+    if not all(runs[name] for name in names):
+        return None
+    text = markdown(summarize(runs), names, rounds, compare_args)
+    (out / "ab.md").write_text(text)
+    return text
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     for name, lib in args.builds:
@@ -147,24 +175,20 @@ def main(argv: list[str]) -> int:
             print(f"[ab] {name}: no library at {lib}", file=sys.stderr)
             return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    names = [name for name, _ in args.builds]
     ok = True
     for round_index in range(args.rounds):
         for name, lib in args.builds:
             ok &= run_once(args.out, name, lib, round_index, args.compare_args)
-    runs = {}
-    for name, _ in args.builds:
-        rounds = []
-        for round_index in range(args.rounds):
-            try:
-                rounds.append(load_rows(run_folder(args.out, name, round_index)))
-            except FileNotFoundError as error:
-                print(f"[ab] {error}", file=sys.stderr)
-                ok = False
-        runs[name] = rounds
-    names = [name for name, _ in args.builds]
-    if all(runs[name] for name in names):
-        text = markdown(summarize(runs), names, args.rounds, args.compare_args)
-        (args.out / "ab.md").write_text(text)
+        # The table of the rounds so far after each round, so that a session cut short (a
+        # device's time limit) still leaves one.
+        if round_index + 1 < args.rounds:
+            write_table(args.out, load_runs(args.out, names, round_index + 1, quiet=True),
+                        round_index + 1, args.compare_args)
+    runs = load_runs(args.out, names, args.rounds, quiet=False)
+    ok &= all(len(runs[name]) == args.rounds for name in names)
+    text = write_table(args.out, runs, args.rounds, args.compare_args)
+    if text:
         print(text)
     return 0 if ok else 1
 

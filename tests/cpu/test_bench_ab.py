@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU tests of bench/ab.py (builds timed against each other): its arguments, the summary
 and table of rows made up here, and a whole run against a stand-in for compare.py that
-records the order of its calls and the cache folder each got. Needs no torch or GPU.
+records the order of its calls, the cache folder each got and the title of the ab.md it found.
+Needs no torch or GPU.
 
     test_bench_ab.py [unittest arguments]"""
 from __future__ import annotations
@@ -96,8 +97,11 @@ FAKE_COMPARE = textwrap.dedent("""\
     from pathlib import Path
     args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
     ms = float(Path(args["--lib"]).read_text())
+    table = Path(args["--out"]).parent / "ab.md"
+    title = table.read_text().splitlines()[0] if table.exists() else "-"
     with open(os.environ["AB_CALLS"], "a") as calls:
-        calls.write(args["--commit"] + " " + os.environ["FLASHJIT_CACHE_DIR"] + "\\n")
+        fields = [args["--commit"], os.environ["FLASHJIT_CACHE_DIR"], title.replace(" ", "_")]
+        calls.write(" ".join(fields) + "\\n")
     if ms < 0:
         sys.exit(1)
     rows = [{"label": "r1", "flashjit": {"ms": ms}, "torch": {"cudnn": {"ms": 1.0}},
@@ -131,6 +135,13 @@ class WholeRun(unittest.TestCase):
         self.assertEqual({c.split()[1] for c in calls},
                          {str(out / "cache-base"), str(out / "cache-work")})
         self.assertIn("| r1 | 2.0000 | 1.0000 | 0.500 |", (out / "ab.md").read_text())
+
+    def test_the_table_of_the_first_round_is_written_before_the_second(self):
+        _, out, calls = self.run_ab("2.0", "1.0")
+        tables = [c.split()[2] for c in calls]
+        self.assertEqual(tables[:2], ["-", "-"])
+        self.assertTrue(all("(1_rounds," in t for t in tables[2:]), tables)
+        self.assertIn("(2 rounds,", (out / "ab.md").read_text())
 
     def test_a_failed_run_fails_the_whole_and_writes_no_table(self):
         status, out, _ = self.run_ab("2.0", "-1")
