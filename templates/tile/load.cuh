@@ -88,22 +88,34 @@ __device__ __forceinline__ void load_whole_tile(T* smem, const T* src, long long
                                                 int tid) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   constexpr int kSlots = pow2_ceil(COLS / kVec);
-  static_assert(kSlots <= THREADS, "one chunk a thread a row step");
-  constexpr int kRowsPerStep = THREADS / kSlots;
+  // A thread copies kGroup chunks of a row, 128 bytes apart: eight lanes still cover each line
+  // of a row in one copy, and the group's addresses are one pointer plus immediate offsets, so
+  // a row step costs one 64-bit add for kGroup copies.
+  constexpr int kGroup = kSlots > 8 ? kSlots / 8 : 1;
+  constexpr int kLanesPerRow = kSlots / kGroup;
+  static_assert(kLanesPerRow <= THREADS, "one chunk group a thread a row step");
+  constexpr int kRowsPerStep = THREADS / kLanesPerRow;
   constexpr int kSteps = (ROWS + kRowsPerStep - 1) / kRowsPerStep;
-  const int col = (tid % kSlots) * kVec;
+  const int col = (tid % kLanesPerRow) * kVec;
   if (col >= COLS) return;
-  const int row0 = tid / kSlots;
+  const int row0 = tid / kLanesPerRow;
   const long long step_stride = kRowsPerStep * src_stride;
   const T* from = src + row0 * src_stride + col;
   // One shared address stepped by constants: they fold into the copies' immediate offsets.
   const u32 to = smem_u32(smem + row0 * SMEM_STRIDE + col);
   constexpr u32 kStepBytes = kRowsPerStep * SMEM_STRIDE * sizeof(T);
+  constexpr int kGroupCols = kLanesPerRow * kVec;  // columns between a group's chunks
 #pragma unroll(kSteps < UNROLL ? kSteps : UNROLL)
   for (int step = 0; step < kSteps; ++step) {
     const int row = row0 + step * kRowsPerStep;
     if (ROWS % kRowsPerStep != 0 && row >= ROWS) break;
-    cp_async_16<L2_PREFETCH>(to + step * kStepBytes, from);
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      // Rows of a chunk count that is not a power of two (d192: 24 of 32 slots) end mid-group.
+      if (kGroup * kGroupCols > COLS && col + g * kGroupCols >= COLS) break;
+      cp_async_16<L2_PREFETCH>(to + step * kStepBytes + g * kGroupCols * sizeof(T),
+                               from + g * kGroupCols);
+    }
     from += step_stride;
   }
 }
