@@ -259,7 +259,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
                           lane);
       fence_proxy_async_shared();
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16, L::kRow>(acc_dv, xp, dv_panel, L::kQPanelBytes);
+      wgmma_rs_mn_major_live<Cfg::kDvSlice, L::kDvValid, kBM / 16, L::kRow>(acc_dv, xp, dv_panel,
+                                                                            L::kQPanelBytes);
       wgmma_commit();
       named_sync(kDsReadyBarrier, 256);
       // This consumer's rows and columns of dQ; a block holds every split's shares,
@@ -295,7 +296,8 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
     pack_k16_steps<Element>(x, s);
     if (dv_cols > 0) {
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDvSlice, kBM / 16, L::kRow>(acc_dv, x, dv_panel, L::kQPanelBytes);
+      wgmma_rs_mn_major_live<Cfg::kDvSlice, L::kDvValid, kBM / 16, L::kRow>(acc_dv, x, dv_panel,
+                                                                            L::kQPanelBytes);
       wgmma_commit();
       wgmma_wait<1>();  // dP^T has landed; dV's product may still run
     } else {
@@ -309,7 +311,7 @@ __device__ __forceinline__ void consume(const Smem<Cfg, kDq>& sm, const BwdParam
       wgmma_wait<0>();  // dV's product is done with x
       pack_k16_steps<Element>(x, dp);
       wgmma_fence();
-      wgmma_rs_mn_major<Cfg::kDkSlice, kBM / 16, L::kRow>(
+      wgmma_rs_mn_major_live<Cfg::kDkSlice, L::kDkValid, kBM / 16, L::kRow>(
           acc_dk, x, sm.q(slot) + dk_col0 / L::kPanelCols * L::kQPanelBytes, L::kQPanelBytes);
       wgmma_commit();
     }

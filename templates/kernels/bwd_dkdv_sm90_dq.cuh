@@ -61,12 +61,17 @@ struct DqStage {
 
 // dQ columns kCol0 .. kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K
 // over the CTA's keys: wgmma SS from the dS^T panel `ds` and K, both MN-major, one commit group.
-template <class Cfg, DqAdds kDq, int N>
+// Where the layout runs live widths, columns past the head dim's are zeros, not products of
+// padding.
+template <class Cfg, DqAdds kDq, int N, int kCol0>
 __device__ __forceinline__ void issue_dq_product(float (&acc)[N / 8][4], u32 ds, u32 k) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
+  constexpr int kLive = budget::live_cols(N, L::kLiveWidths ? Cfg::kHeadDimQk - kCol0 : 0);
+#pragma unroll
+  for (int t = kLive / 8; t < N / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
-  wgmma_ss_mn_major<N, Cfg::kBlockN / 16, L::kDsRow, L::kRow>(acc, ds, L::kDsPanelBytes, k,
-                                                           L::kKPanelBytes);
+  wgmma_ss_mn_major<kLive, Cfg::kBlockN / 16, L::kDsRow, L::kRow>(
+      reinterpret_cast<float(&)[kLive / 8][4]>(acc[0]), ds, L::kDsPanelBytes, k, L::kKPanelBytes);
   wgmma_commit();
 }
 
@@ -106,7 +111,7 @@ __device__ __forceinline__ void finish_step_with_dq(u32 ds, u32 k, u32 empty,
                                                     const DqStage& stage, int c, int j,
                                                     const DqShare& share, int warp, int lane) {
   float acc[N / 8][4];
-  issue_dq_product<Cfg, kDq, N>(acc, ds, k);
+  issue_dq_product<Cfg, kDq, N, kCol0>(acc, ds, k);
   wgmma_wait<0>();
   mbar_arrive(empty);
   stage_dq<Cfg, kDq, N, kCol0>(acc, stage, c, j, share, warp, lane);
@@ -121,10 +126,11 @@ __device__ __forceinline__ void dq_then_dk(DkAcc& acc_dk, const Packed& x, u32 q
                                            const DqShare& share, int warp, int lane) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
   float acc[N / 8][4];
-  issue_dq_product<Cfg, kDq, N>(acc, ds, k);
+  issue_dq_product<Cfg, kDq, N, kCol0>(acc, ds, k);
   wgmma_wait<1>();  // dV's product is done
   wgmma_fence();
-  wgmma_rs_mn_major<Cfg::kDkSlice, Cfg::kBlockM / 16, L::kRow>(acc_dk, x, q, L::kQPanelBytes);
+  wgmma_rs_mn_major_live<Cfg::kDkSlice, L::kDkValid, Cfg::kBlockM / 16, L::kRow>(acc_dk, x, q,
+                                                                             L::kQPanelBytes);
   wgmma_commit();
   wgmma_wait<1>();  // dQ's product is done
   stage_dq<Cfg, kDq, N, kCol0>(acc, stage, c, j, share, warp, lane);

@@ -133,6 +133,11 @@ struct Sm90BwdDkDvLayoutOf {
   static constexpr int kQTiles = Cfg::kBlockM / 8;  // n8 tiles of S^T (query columns)
   static constexpr int kDkTiles = Cfg::kDkSlice / 8;
   static constexpr int kDvTiles = Cfg::kDvSlice / 8;
+  // The head-dim columns dK's, dV's and dQ's products run on (wgmma_rs_mn_major_live; 0: all
+  // of them).
+  static constexpr bool kLiveWidths = budget::bwd_dkdv_sm90_live_widths(Cfg::kDvSplits, kRow);
+  static constexpr int kDkValid = kLiveWidths ? Cfg::kHeadDimQk : 0;
+  static constexpr int kDvValid = kLiveWidths ? Cfg::kHeadDimV : 0;
 
   static_assert(Cfg::kBlockN == 2 * kConsumerKeys || kPaired,
                 "two consumer warp groups of 64 keys, or both on the same 64");

@@ -75,7 +75,7 @@ __device__ __forceinline__ void dq_then_dk_swapped(DkAcc& acc_dk, u32 q, u32 ds,
                                                    bool ds_free, int warp, int lane) {
   constexpr DqAdds kDq = DqAdds::kAnyOrder;
   float acc_dq[kCols / 8][4];
-  issue_dq_product<Cfg, kDq, kCols>(acc_dq, ds, k_cols);
+  issue_dq_product<Cfg, kDq, kCols, kCol0>(acc_dq, ds, k_cols);
   issue_transposed_product<Cfg, kDkRows>(acc_dk, q, ds_rows);
   wgmma_wait<1>();  // dV^T's and dQ's products are done
   if (do_empty != 0) mbar_arrive(do_empty);

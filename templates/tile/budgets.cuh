@@ -23,6 +23,12 @@ FJ_BUDGET constexpr int conflict_free_stride(int cols, int element_bytes) {
                                      : cols / (16 / element_bytes) + 1);
 }
 
+// The columns of an n-column wgmma product that reach `valid` columns of a head dim (wgmma's N
+// steps by 8 where a head dim pads to 16 or more; valid <= 0: all n).
+FJ_BUDGET constexpr int live_cols(int n, int valid) {
+  return valid >= n || valid <= 0 ? n : (valid + 7) / 8 * 8;
+}
+
 // ---- fwd_sm80: Q, then a kStages ring of K and V tiles.
 FJ_BUDGET constexpr int fwd_sm80_shared_bytes(int element_bytes, int dqk_pad, int dv_slice,
                                               int block_m, int block_n, int stages) {
@@ -204,6 +210,14 @@ FJ_BUDGET constexpr int bwd_dkdv_sm90_consumer_registers(int dk_slice, int dv_sl
   return (dk_slice + dv_slice) / 2 + block_m + block_m / 4;
 }
 enum : int { kBwdDkDvSm90MaxAccumulatorRegisters = 208 };
+// Whether the sm90 dK/dV kernel's products with a head dim as their N (dV's, dK's and dQ's) run
+// on its live columns only (live_cols): an unsplit head (a split's last slice is known only at
+// run time) in panels narrower than 128 bytes. There (d72: 80 -> 72 columns) the backward ran
+// 1-3% faster on an H100; at d100 in 128-byte panels (112 -> 104) 2-8% slower
+// (bench/NOTES.md entry 53).
+FJ_BUDGET constexpr bool bwd_dkdv_sm90_live_widths(int splits, int row_bytes) {
+  return splits == 1 && row_bytes < kPanelRowBytes;
+}
 // Paired consumers (64 keys, whole columns): the first holds dV, S^T and P^T packed, then
 // (accumulating dQ) dV, P^T packed (dV's product in flight) and its dQ share; the second the
 // same with dK, dP^T and dS^T.

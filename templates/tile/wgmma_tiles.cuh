@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../arch/sm90.cuh"
+#include "budgets.cuh"
 
 namespace fj {
 
@@ -41,6 +42,17 @@ __device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[N / 8][4], const u3
     for (int t = 0; t < kSteps; ++t)
       Wgmma<N>::rs(d, x[t], smem_desc_swizzled<kRow>(b + t * 16 * kRow, b_panel_bytes), true);
   }
+}
+
+// wgmma_rs_mn_major on the n8 tiles of D below column kValid (budget::live_cols); the rest of
+// D is left as it was (the caller's zeros), so padding columns cost no tensor cycles.
+template <int N, int kValid, int kSteps, int kRow = 128>
+__device__ __forceinline__ void wgmma_rs_mn_major_live(float (&d)[N / 8][4],
+                                                       const u32 (&x)[kSteps][4], u32 b,
+                                                       int b_panel_bytes) {
+  constexpr int kLive = budget::live_cols(N, kValid);
+  wgmma_rs_mn_major<kLive, kSteps, kRow>(reinterpret_cast<float(&)[kLive / 8][4]>(d[0]), x, b,
+                                         b_panel_bytes);
 }
 
 // D = A B over kSteps k16 steps, A's 64 rows and B's N columns both MN-major: their K rows
