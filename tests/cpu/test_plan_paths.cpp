@@ -394,6 +394,31 @@ TEST_CASE("plan: without backward.deterministic, sm_90a calls whose dK/dV fit wh
   CHECK(dq.tiles_problem(d128, Tiles{64, 128, 12, 2}, "sm_90a") == "");
 }
 
+TEST_CASE("plan: the sm90 dK/dV kernel runs head-dim products on live columns in narrow panels") {
+  namespace b = fj::budget;
+  // wgmma's N steps by 8 where a head dim pads to 16: the columns that reach the head dim.
+  CHECK(b::live_cols(80, 72) == 72);
+  CHECK(b::live_cols(80, 66) == 72);
+  CHECK(b::live_cols(80, 80) == 80);
+  CHECK(b::live_cols(48, 72 - 64) == 8);  // a second dQ share's columns
+  CHECK(b::live_cols(80, 0) == 80);       // 0: the whole product
+  CHECK(b::live_cols(64, 100) == 64);
+  // Only unsplit heads in panels narrower than 128 bytes (d100 in 128-byte ones ran slower).
+  CHECK(b::bwd_dkdv_sm90_live_widths(1, 32));
+  CHECK(b::bwd_dkdv_sm90_live_widths(1, 64));
+  CHECK_FALSE(b::bwd_dkdv_sm90_live_widths(1, 128));
+  CHECK_FALSE(b::bwd_dkdv_sm90_live_widths(2, 32));
+  // The emitted source holds the live widths' wgmma shapes (d72: 72 beside the padded 80),
+  // and none where the panels are 128 bytes (d100: 112, not 104).
+  const std::string d72 =
+      emit_source(rt::plan_backward(spec_of(72, 72), "sm_90a", {}).launches[1]);
+  CHECK(d72.find("m64n72k16") != std::string::npos);
+  const std::string d100 =
+      emit_source(rt::plan_backward(spec_of(100, 100), "sm_90a", {}).launches[1]);
+  CHECK(d100.find("m64n112k16") != std::string::npos);
+  CHECK(d100.find("m64n104k16") == std::string::npos);
+}
+
 TEST_CASE("plan: the dQ variant's shared memory holds its dS^T tiles and staged dQ shares") {
   namespace b = fj::budget;
   // d128: consumer shares of 64 columns, 16 KB of staged fp32 each, two 16 KB dS^T tiles.
