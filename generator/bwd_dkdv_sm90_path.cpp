@@ -238,19 +238,29 @@ std::vector<Tiles> tuning_grid_with_dq(const Spec&) {
   return grid;
 }
 
+// The wgmma widths of S^T's and dP^T's products, dK's and dV's, and (with_dq) the two dQ
+// shares', each also on its live columns where the kernel runs them so
+// (budget::bwd_dkdv_sm90_live_widths).
+std::vector<int> product_widths(const Plan& plan, bool with_dq) {
+  using fj::budget::live_cols;
+  const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(plan.dk_slice);
+  std::vector<int> widths = {plan.tiles.block_m, plan.dk_slice, plan.dv_slice};
+  if (with_dq) widths.insert(widths.end(), {dq_cols0, plan.dk_slice - dq_cols0});
+  if (!fj::budget::bwd_dkdv_sm90_live_widths(plan.dv_splits, plan.panel_row_bytes))
+    return widths;
+  const int qk = plan.spec.head_dim_qk;
+  widths.insert(widths.end(),
+                {live_cols(plan.dk_slice, qk), live_cols(plan.dv_slice, plan.spec.head_dim_v)});
+  if (with_dq)
+    widths.insert(widths.end(),
+                  {live_cols(dq_cols0, qk), live_cols(plan.dk_slice - dq_cols0, qk - dq_cols0)});
+  return widths;
+}
+
 // Adds the two consumers' dQ product widths, and swapped consumers' keys (S's, dP's, dK^T's
 // and dV^T's N).
 std::string extra_source_with_dq(const Plan& plan) {
-  using fj::budget::live_cols;
-  const int dq_cols0 = fj::budget::bwd_dkdv_sm90_dq_cols0(plan.dk_slice);
-  std::vector<int> widths = {plan.tiles.block_m, plan.dk_slice, plan.dv_slice, dq_cols0,
-                             plan.dk_slice - dq_cols0};
-  if (fj::budget::bwd_dkdv_sm90_live_widths(plan.dv_splits, plan.panel_row_bytes)) {
-    const int qk = plan.spec.head_dim_qk;
-    for (int n : {live_cols(plan.dk_slice, qk), live_cols(plan.dv_slice, plan.spec.head_dim_v),
-                  live_cols(dq_cols0, qk), live_cols(plan.dk_slice - dq_cols0, qk - dq_cols0)})
-      widths.push_back(n);
-  }
+  std::vector<int> widths = product_widths(plan, true);
   if (plan.tiles.block_n == kSwappedKeys) widths.push_back(kSwappedKeys / 2);
   return bwd_sm90_wgmma_source(plan, widths);
 }
@@ -303,12 +313,7 @@ std::string bwd_dkdv_sm90_tiles_label(const Tiles& t) {
 }
 
 std::string bwd_dkdv_sm90_extra_source(const Plan& plan) {
-  std::vector<int> widths = {plan.tiles.block_m, plan.dk_slice, plan.dv_slice};
-  if (fj::budget::bwd_dkdv_sm90_live_widths(plan.dv_splits, plan.panel_row_bytes)) {
-    widths.push_back(fj::budget::live_cols(plan.dk_slice, plan.spec.head_dim_qk));
-    widths.push_back(fj::budget::live_cols(plan.dv_slice, plan.spec.head_dim_v));
-  }
-  return bwd_sm90_wgmma_source(plan, widths);
+  return bwd_sm90_wgmma_source(plan, product_widths(plan, false));
 }
 
 ColumnSplit bwd_dkdv_sm90_column_split(const PaddedDims& dims) {
