@@ -62,16 +62,13 @@ struct DqStage {
 // dQ columns kCol0 .. kCol0+N of the split (K's from `k` on) of 64 of the tile's rows = dS K
 // over the CTA's keys: wgmma SS from the dS^T panel `ds` and K, both MN-major, one commit group.
 // Where the layout runs live widths, columns past the head dim's are zeros, not products of
-// padding.
+// padding (kDkValid - kCol0 <= 0: the whole share).
 template <class Cfg, DqAdds kDq, int N, int kCol0>
 __device__ __forceinline__ void issue_dq_product(float (&acc)[N / 8][4], u32 ds, u32 k) {
   using L = Sm90BwdDkDvLayoutOf<Cfg, kDq>;
-  constexpr int kLive = budget::live_cols(N, L::kLiveWidths ? Cfg::kHeadDimQk - kCol0 : 0);
-#pragma unroll
-  for (int t = kLive / 8; t < N / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
   wgmma_fence();  // every product opens with one, or ptxas inserts it (C7519)
-  wgmma_ss_mn_major<kLive, Cfg::kBlockN / 16, L::kDsRow, L::kRow>(
-      reinterpret_cast<float(&)[kLive / 8][4]>(acc[0]), ds, L::kDsPanelBytes, k, L::kKPanelBytes);
+  wgmma_ss_mn_major_live<N, L::kDkValid - kCol0, Cfg::kBlockN / 16, L::kDsRow, L::kRow>(
+      acc, ds, L::kDsPanelBytes, k, L::kKPanelBytes);
   wgmma_commit();
 }
 

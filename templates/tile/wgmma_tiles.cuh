@@ -67,6 +67,19 @@ __device__ __forceinline__ void wgmma_ss_mn_major(float (&d)[N / 8][4], u32 a, i
                     smem_desc_swizzled<kRowB>(b + t * 16 * kRowB, b_panel_bytes), t > 0);
 }
 
+// wgmma_ss_mn_major on the n8 tiles of D below column kValid (budget::live_cols), the rest of
+// D zeroed (the product's first step overwrites D).
+template <int N, int kValid, int kSteps, int kRowA = 128, int kRowB = 128>
+__device__ __forceinline__ void wgmma_ss_mn_major_live(float (&d)[N / 8][4], u32 a,
+                                                       int a_panel_bytes, u32 b,
+                                                       int b_panel_bytes) {
+  constexpr int kLive = budget::live_cols(N, kValid);
+#pragma unroll
+  for (int t = kLive / 8; t < N / 8; ++t) d[t][0] = d[t][1] = d[t][2] = d[t][3] = 0.f;
+  wgmma_ss_mn_major<kLive, kSteps, kRowA, kRowB>(reinterpret_cast<float(&)[kLive / 8][4]>(d[0]),
+                                                 a, a_panel_bytes, b, b_panel_bytes);
+}
+
 // D += A B over kSteps k16 steps, A's 64 rows MN-major (K rows down its panel, 16 to a step,
 // as in wgmma_ss_mn_major) and B's N rows K-major in one panel of kRowB-byte rows (a step
 // 32 bytes along them, as in wgmma_ss_k_major): the swapped dK/dV consumers' transposed
