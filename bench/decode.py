@@ -18,6 +18,15 @@ BACKENDS = ("cudnn", "flash", "efficient")
 CHECK_ATOL = 3e-2
 # Rows whose K and V would not fit next to the other backends' work are left out.
 MAX_CACHE_BYTES = 24 * 2**30
+# Issue 16's targets, set for the H200 in bf16: one query row at least as fast as the fastest
+# PyTorch backend, and at 3.4 TB/s (80% of the H200's 4.26 TB/s copy ceiling) where it reads
+# 256 MiB of cache or more; a paged cache at 0.9 of the dense call's speed (0.6 at pages of one
+# row); short causal prefills (4 to 64 new rows) at least as fast as the fastest backend.
+TARGET_RATIO = 1.0
+TARGET_TB_S = 3.4
+TARGET_BYTES = 256 * 2**20
+TARGET_PAGED = 0.9
+TARGET_PAGED_ONE_ROW_PAGES = 0.6
 
 
 def log(message: str) -> None:
@@ -194,6 +203,54 @@ def summarize(row: dict) -> None:
         row["check_ok"] = None
     else:
         row["check_ok"] = fj["err"] <= CHECK_ATOL and fj.get("paged_err", 0.0) <= CHECK_ATOL
+    row["targets"] = targets_for(row)
+
+
+def targets_for(row: dict) -> list[dict]:
+    """Issue 16's targets that apply to `row`, each {"kind", "describe", "got", "met"}; got is
+    None where flashjit (or every PyTorch backend, for a ratio) has no time."""
+    fj = row["flashjit"]
+    targets = []
+
+    def judge(kind: str, describe: str, got, bound: float) -> None:
+        targets.append({"kind": kind, "describe": describe, "got": got,
+                        "met": got is not None and got >= bound})
+
+    if row["seqlen_q"] == 1:
+        judge("one row", f">= {TARGET_RATIO:.1f}x the fastest backend", row.get("ratio_best"),
+              TARGET_RATIO)
+        if row["cache_bytes"] >= TARGET_BYTES:
+            judge("bandwidth", f">= {TARGET_TB_S} TB/s", fj.get("tb_s"), TARGET_TB_S)
+    elif 4 <= row["seqlen_q"] <= 64 and row["causal"]:
+        judge("prefill", f">= {TARGET_RATIO:.1f}x the fastest backend", row.get("ratio_best"),
+              TARGET_RATIO)
+    if "page_size" in fj:
+        bound = TARGET_PAGED_ONE_ROW_PAGES if fj["page_size"] == 1 else TARGET_PAGED
+        judge("paged", f"paged (pages of {fj['page_size']}) >= {bound}x dense",
+              fj.get("paged_ratio"), bound)
+    return targets
+
+
+def _targets_section(rows: list[dict]) -> list[str]:
+    judged = [(r, t) for r in rows for t in r.get("targets", [])]
+    if not judged:
+        return []
+    counts = []
+    for kind, describe in (("one row", "one query row >= 1.0x the fastest backend"),
+                           ("bandwidth", f"one row reading >= 256 MiB at >= {TARGET_TB_S} TB/s"),
+                           ("paged", "paged >= 0.9x dense (0.6x at pages of 1)"),
+                           ("prefill", "short causal prefills >= 1.0x")):
+        of_kind = [t for _, t in judged if t["kind"] == kind]
+        if of_kind:
+            counts.append(f"{describe}: {sum(t['met'] for t in of_kind)} of {len(of_kind)}")
+    lines = ["", "**Targets of issue 16** (set for the H200, bf16; each row a target): "
+             + "; ".join(counts) + "."]
+    for r, t in judged:
+        if not t["met"]:
+            got = ("no time" if t["got"] is None
+                   else f"{t['got']:.2f} TB/s" if t["kind"] == "bandwidth" else f"{t['got']:.3f}x")
+            lines.append(f"- missed: {r['label']}: {t['describe']}, got {got}")
+    return lines
 
 
 def _cell(entry: dict) -> str:
@@ -224,6 +281,7 @@ def markdown(env: dict, rows: list[dict], elapsed: float) -> str:
                      f"{paged} | {paged_ratio} | {_cell(r['torch']['cudnn'])} | "
                      f"{_cell(r['torch']['flash'])} | {_cell(r['torch']['efficient'])} | "
                      f"{ratio} | {check} |")
+    lines += _targets_section(rows)
     return "\n".join(lines) + "\n"
 
 
