@@ -83,21 +83,25 @@ def summarize(runs: dict[str, list[list[dict]]]) -> list[dict]:
     """runs: build name -> its rounds' rows, the baseline first. Per row label (in the
     baseline's order; rows a build lacks are left out for it): each build's median flashjit
     ms, its time over the baseline's and the median of its runs' ratio_best (compare.py's
-    ratio to the fastest PyTorch backend)."""
+    ratio to the fastest PyTorch backend). A backward row with a deterministic time gives a
+    second entry, "<label> deterministic", without a ratio."""
     names = list(runs)
     summary = []
-    for row in runs[names[0]][0]:
+    for row, suffix, key in ((row, suffix, key) for row in runs[names[0]][0]
+                             for suffix, key in (("", "flashjit"),
+                                                 (" deterministic", "deterministic"))
+                             if key in row):
         label = row["label"]
-        entry = {"label": label, "builds": {}}
+        entry = {"label": label + suffix, "builds": {}}
         for name in names:
             times, ratios = [], []
             for rows in runs[name]:
                 match = next((r for r in rows if r["label"] == label), None)
-                ms = (match or {}).get("flashjit", {}).get("ms")
+                ms = (match or {}).get(key, {}).get("ms")
                 if not ms:
                     continue
                 times.append(ms)
-                if match.get("ratio_best"):
+                if key == "flashjit" and match.get("ratio_best"):
                     ratios.append(match["ratio_best"])
             if times:
                 entry["builds"][name] = {

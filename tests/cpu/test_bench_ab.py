@@ -83,6 +83,22 @@ class Summary(unittest.TestCase):
         self.assertIsNone(builds["main"]["ratio_best"])
         self.assertAlmostEqual(builds["work"]["vs_base"], 0.5)
 
+    def test_a_backward_rows_deterministic_time_is_an_entry_of_its_own(self):
+        def backward_row(ms, det_ms):
+            r = row("bf16 d100 s16384 full 1x20", ms)
+            r["deterministic"] = {"ms": det_ms} if det_ms is not None else {"error": "x"}
+            return r
+        runs = {"main": [[backward_row(2.0, 2.5)], [backward_row(2.2, 2.7)]],
+                "work": [[backward_row(2.0, 2.0)], [backward_row(2.2, None)]]}
+        summary = ab.summarize(runs)
+        self.assertEqual([e["label"] for e in summary],
+                         ["bf16 d100 s16384 full 1x20", "bf16 d100 s16384 full 1x20 deterministic"])
+        det = summary[1]["builds"]
+        self.assertAlmostEqual(det["main"]["ms"], 2.6)
+        self.assertAlmostEqual(det["work"]["ms"], 2.0)  # the run that has one
+        self.assertAlmostEqual(det["work"]["vs_base"], 2.0 / 2.6)
+        self.assertIsNone(det["main"]["ratio_best"])
+
     def test_the_table_has_a_column_a_build_and_a_closing_line_a_challenger(self):
         runs = {"main": [[row("r1", 2.0), row("r2", 1.0)]],
                 "work": [[row("r1", 1.0), row("r2", 1.5)]]}
