@@ -56,6 +56,10 @@ class DecodeTargets(unittest.TestCase):
         shape16 = decode.DecodeShape(1, 32, 8, 1, 32768, 128, page_size=16)
         row16 = made_up_row(shape16, 0.051, {"cudnn": 0.050}, paged_ms=0.060)  # 0.85
         self.assertFalse([t for t in row16["targets"] if t["kind"] == "paged"][0]["met"])
+        # Pages of 2 to 15 rows: the issue sets no bound.
+        shape8 = decode.DecodeShape(1, 32, 8, 1, 32768, 128, page_size=8)
+        row8 = made_up_row(shape8, 0.051, {"cudnn": 0.050}, paged_ms=0.060)
+        self.assertEqual([t["kind"] for t in row8["targets"]], ["one row"])
 
     def test_short_causal_prefills_count_and_longer_or_full_ones_do_not(self):
         prefill = made_up_row(decode.DecodeShape(8, 32, 8, 16, 8192, 128, causal=True), 0.149,
