@@ -79,6 +79,11 @@ def load_rows(folder: Path) -> list[dict]:
     return json.loads(found[0].read_text())["rows"]
 
 
+# The times a row compares: flashjit's, and a backward row's deterministic kernel's as an
+# entry of its own (label suffix, the row's key).
+TIMED = (("", "flashjit"), (" deterministic", "deterministic"))
+
+
 def summarize(runs: dict[str, list[list[dict]]]) -> list[dict]:
     """runs: build name -> its rounds' rows, the baseline first. Per row label (in the
     baseline's order; rows a build lacks are left out for it): each build's median flashjit
@@ -86,32 +91,32 @@ def summarize(runs: dict[str, list[list[dict]]]) -> list[dict]:
     ratio to the fastest PyTorch backend). A backward row with a deterministic time gives a
     second entry, "<label> deterministic", without a ratio."""
     names = list(runs)
-    summary = []
-    for row, suffix, key in ((row, suffix, key) for row in runs[names[0]][0]
-                             for suffix, key in (("", "flashjit"),
-                                                 (" deterministic", "deterministic"))
-                             if key in row):
-        label = row["label"]
-        entry = {"label": label + suffix, "builds": {}}
-        for name in names:
-            times, ratios = [], []
-            for rows in runs[name]:
-                match = next((r for r in rows if r["label"] == label), None)
-                ms = (match or {}).get(key, {}).get("ms")
-                if not ms:
-                    continue
-                times.append(ms)
-                if key == "flashjit" and match.get("ratio_best"):
-                    ratios.append(match["ratio_best"])
-            if times:
-                entry["builds"][name] = {
-                    "ms": statistics.median(times),
-                    "ratio_best": statistics.median(ratios) if ratios else None}
-        base = entry["builds"].get(names[0])
-        for name, build in entry["builds"].items():
-            build["vs_base"] = build["ms"] / base["ms"] if base else None
-        summary.append(entry)
-    return summary
+    return [_entry(runs, row["label"], suffix, key)
+            for row in runs[names[0]][0] for suffix, key in TIMED if key in row]
+
+
+def _entry(runs: dict[str, list[list[dict]]], label: str, suffix: str, key: str) -> dict:
+    """summarize's entry for the time under `key` of the rows labelled `label`."""
+    names = list(runs)
+    entry = {"label": label + suffix, "builds": {}}
+    for name in names:
+        times, ratios = [], []
+        for rows in runs[name]:
+            match = next((r for r in rows if r["label"] == label), None)
+            ms = (match or {}).get(key, {}).get("ms")
+            if not ms:
+                continue
+            times.append(ms)
+            if key == "flashjit" and match.get("ratio_best"):
+                ratios.append(match["ratio_best"])
+        if times:
+            entry["builds"][name] = {
+                "ms": statistics.median(times),
+                "ratio_best": statistics.median(ratios) if ratios else None}
+    base = entry["builds"].get(names[0])
+    for build in entry["builds"].values():
+        build["vs_base"] = build["ms"] / base["ms"] if base else None
+    return entry
 
 
 def markdown(summary: list[dict], names: list[str], rounds: int, compare_args: list[str]) -> str:
