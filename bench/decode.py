@@ -124,6 +124,58 @@ def _time_sdpa(torch, timing, backend, q, k, v, causal: bool, scale: float):
         return {"refused": " ".join(str(e).split())[:200]}, None
 
 
+def _kernel(kernels: dict, runtime, shape: DecodeShape, dtype: str):
+    """The flashjit kernel of `shape`'s head dim and mask, made once per run."""
+    key = (shape.dim, shape.causal)
+    if key not in kernels:
+        kernels[key] = runtime.kernel(_spec(dtype, shape.dim, shape.causal))
+    return kernels[key]
+
+
+def _workspace(torch):
+    return lambda size: torch.empty(size, dtype=torch.uint8, device="cuda")
+
+
+def prepare_kernels(torch, fj, kernels: dict, runtime, shapes: list, dtype: str) -> None:
+    """Makes each shape's flashjit calls once, dense and paged, on uninitialized inputs of the
+    shape, before any PyTorch backend runs: every kernel the rows time is compiled here. The
+    NVRTC in this process is torch's copy, which cuDNN compiles its own kernels with, and NVRTC
+    keeps state from one compile to the next: decode kernels compiled after cuDNN's came out
+    different, d256's 3-11% slower (bench/NOTES.md entry 55). A call that fails here fails
+    again in its row, which reports it."""
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    stream = torch.cuda.current_stream().cuda_stream
+    for i, shape in enumerate(shapes, 1):
+        start = time.perf_counter()
+        b, sq, sk = shape.batch, shape.seqlen_q, shape.seqlen_k
+        q = k = v = o = None
+        try:
+            kernel = _kernel(kernels, runtime, shape, dtype)
+            q = torch.empty(b, sq, shape.heads_q, shape.dim, dtype=dt, device="cuda")
+            k, v = (torch.empty(b, sk, shape.heads_kv, shape.dim, dtype=dt, device="cuda")
+                    for _ in range(2))
+            o = torch.empty_like(q)
+            scale = 1.0 / math.sqrt(shape.dim)
+            kernel.kv_cache_launcher(q, k, v, o, None, scale, stream, sk,
+                                     workspace_factory=_workspace(torch))()
+            if shape.page_size:
+                pk, pv, table = _paged(torch, k, v, shape.page_size, gen)
+                kernel.kv_cache_launcher(q, pk, pv, o, None, scale, stream, sk,
+                                         block_table=table, page_size=shape.page_size,
+                                         workspace_factory=_workspace(torch))()
+                del pk, pv
+            torch.cuda.synchronize()
+            status = f"{(time.perf_counter() - start) * 1e3:.0f} ms"
+        except fj.FlashjitError as e:
+            status = str(e).splitlines()[0]
+        except torch.cuda.OutOfMemoryError:
+            status = "out of memory"
+        del q, k, v, o
+        torch.cuda.empty_cache()
+        log(f"[compile {i}/{len(shapes)}] {shape.label()}: {status}")
+
+
 def run_shape(torch, timing, fj, kernels: dict, runtime, shape: DecodeShape, dtype: str,
               seed: int) -> dict:
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
@@ -137,16 +189,10 @@ def run_shape(torch, timing, fj, kernels: dict, runtime, shape: DecodeShape, dty
            "batch": b, "heads_q": shape.heads_q, "heads_kv": shape.heads_kv, "seqlen_q": sq,
            "seqlen_k": sk, "dim": shape.dim, "causal": shape.causal,
            "cache_bytes": shape.cache_bytes(), "flashjit": {}, "torch": {}}
-    key = (shape.dim, shape.causal)
-    if key not in kernels:
-        kernels[key] = runtime.kernel(_spec(dtype, shape.dim, shape.causal))
-    kernel = kernels[key]
+    kernel = _kernel(kernels, runtime, shape, dtype)
     stream = torch.cuda.current_stream().cuda_stream
     o = torch.empty_like(q)
-
-    def workspace(size):
-        return torch.empty(size, dtype=torch.uint8, device="cuda")
-
+    workspace = _workspace(torch)
     try:
         launch = kernel.kv_cache_launcher(q, k, v, o, None, scale, stream, sk,
                                           workspace_factory=workspace)
@@ -302,6 +348,7 @@ def run(torch, fj, lib, args) -> int:
     kernels: dict = {}
     rows = []
     try:
+        prepare_kernels(torch, fj, kernels, runtime, shapes, dtype)
         for i, shape in enumerate(shapes, 1):
             try:
                 row = run_shape(torch, timing, fj, kernels, runtime, shape, dtype, args.seed + i)

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""CPU tests of the decode benchmark's verdicts (bench/decode.py): which of issue 16's
-targets a row is judged against, and the section that ends the table, on rows made up here.
-Needs no torch and no GPU.
+"""CPU tests of the decode benchmark (bench/decode.py): which of issue 16's targets a row is
+judged against and the section that ends the table, on rows made up here; and the calls made
+before any PyTorch backend runs, on a stand-in for torch and the flashjit library. Needs no
+torch and no GPU.
 
     test_bench_decode.py [unittest arguments]"""
 from __future__ import annotations
 
+import io
 import sys
+import types
 import unittest
+from contextlib import redirect_stderr
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -95,6 +100,63 @@ class DecodeTargets(unittest.TestCase):
             "- missed: b4 h8/1 1x65536 d256: >= 3.4 TB/s, got 2.89 TB/s",
             "- missed: b1 h32/4 1x4096 d256: >= 1.0x the fastest backend, got 0.864x"])
         self.assertEqual(decode._targets_section([]), [])
+
+
+class FakeTensor:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def fake_torch():
+    """The few torch calls prepare_kernels makes, on the CPU."""
+    cuda = types.SimpleNamespace(
+        current_stream=lambda: types.SimpleNamespace(cuda_stream=7),
+        synchronize=lambda: None, empty_cache=lambda: None,
+        OutOfMemoryError=type("OutOfMemoryError", (RuntimeError,), {}))
+    return types.SimpleNamespace(
+        bfloat16="bf16", float16="fp16", cuda=cuda,
+        Generator=lambda device: types.SimpleNamespace(manual_seed=lambda seed: None),
+        empty=lambda *shape, dtype, device: FakeTensor(shape),
+        empty_like=lambda t: FakeTensor(t.shape))
+
+
+class FakeKernel:
+    def __init__(self, calls: list, spec: str):
+        self.calls, self.spec = calls, spec
+
+    def kv_cache_launcher(self, q, k, v, o, lse, scale, stream, seqlen_k, block_table=None,
+                          page_size=0, workspace_factory=None):
+        call = (self.spec.split()[1], k.shape, page_size)
+        return lambda: self.calls.append(call)
+
+
+class PrepareKernels(unittest.TestCase):
+    def test_every_shape_is_called_once_dense_and_once_paged(self):
+        fj = types.SimpleNamespace(FlashjitError=type("FlashjitError", (Exception,), {}))
+        calls = []
+
+        def kernel(spec):
+            if "d512" in spec:
+                raise fj.FlashjitError("no d512 here\nsecond line")
+            return FakeKernel(calls, spec)
+
+        shapes = [decode.DecodeShape(1, 32, 8, 1, 4096, 128, page_size=16),
+                  decode.DecodeShape(2, 32, 4, 1, 1000, 64),
+                  decode.DecodeShape(1, 8, 1, 1, 64, 512)]
+        paged = lambda torch, k, v, page_size, gen: (k, v, "table")  # noqa: E731
+        log = io.StringIO()
+        with mock.patch.object(decode, "_paged", paged), redirect_stderr(log):
+            kernels = {}
+            decode.prepare_kernels(fake_torch(), fj, kernels,
+                                   types.SimpleNamespace(kernel=kernel), shapes, "bf16")
+        self.assertEqual(calls, [("dec_d128_bf16", (1, 4096, 8, 128), 0),
+                                 ("dec_d128_bf16", (1, 4096, 8, 128), 16),
+                                 ("dec_d64_bf16", (2, 1000, 4, 64), 0)])
+        self.assertEqual(set(kernels), {(128, False), (64, False)})
+        lines = log.getvalue().splitlines()
+        self.assertEqual(len(lines), 3)
+        self.assertTrue(lines[0].startswith("[compile 1/3] b1 h32/8 1x4096 d128: "))
+        self.assertEqual(lines[2], "[compile 3/3] b1 h8/1 1x64 d512: no d512 here")
 
 
 if __name__ == "__main__":
