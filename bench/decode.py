@@ -124,6 +124,10 @@ def _time_sdpa(torch, timing, backend, q, k, v, causal: bool, scale: float):
         return {"refused": " ".join(str(e).split())[:200]}, None
 
 
+def _torch_dtype(torch, dtype: str):
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+
+
 def _kernel(kernels: dict, runtime, shape: DecodeShape, dtype: str):
     """The flashjit kernel of `shape`'s head dim and mask, made once per run."""
     key = (shape.dim, shape.causal)
@@ -141,9 +145,9 @@ def prepare_kernels(torch, fj, kernels: dict, runtime, shapes: list, dtype: str)
     shape, before any PyTorch backend runs: every kernel the rows time is compiled here. The
     NVRTC in this process is torch's copy, which cuDNN compiles its own kernels with, and NVRTC
     keeps state from one compile to the next: decode kernels compiled after cuDNN's came out
-    different, d256's 3-11% slower (bench/NOTES.md entry 55). A call that fails here fails
+    different, d256's 4-11% slower (bench/NOTES.md entry 55). A call that fails here fails
     again in its row, which reports it."""
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    dt = _torch_dtype(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
     for i, shape in enumerate(shapes, 1):
@@ -157,13 +161,14 @@ def prepare_kernels(torch, fj, kernels: dict, runtime, shapes: list, dtype: str)
                     for _ in range(2))
             o = torch.empty_like(q)
             scale = 1.0 / math.sqrt(shape.dim)
+            workspace = _workspace(torch)
             kernel.kv_cache_launcher(q, k, v, o, None, scale, stream, sk,
-                                     workspace_factory=_workspace(torch))()
+                                     workspace_factory=workspace)()
             if shape.page_size:
                 pk, pv, table = _paged(torch, k, v, shape.page_size, gen)
                 kernel.kv_cache_launcher(q, pk, pv, o, None, scale, stream, sk,
                                          block_table=table, page_size=shape.page_size,
-                                         workspace_factory=_workspace(torch))()
+                                         workspace_factory=workspace)()
                 del pk, pv
             torch.cuda.synchronize()
             status = f"{(time.perf_counter() - start) * 1e3:.0f} ms"
@@ -178,7 +183,7 @@ def prepare_kernels(torch, fj, kernels: dict, runtime, shapes: list, dtype: str)
 
 def run_shape(torch, timing, fj, kernels: dict, runtime, shape: DecodeShape, dtype: str,
               seed: int) -> dict:
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    dt = _torch_dtype(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     b, sq, sk = shape.batch, shape.seqlen_q, shape.seqlen_k
     q = torch.randn(b, sq, shape.heads_q, shape.dim, dtype=dt, device="cuda", generator=gen)
