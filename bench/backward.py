@@ -35,10 +35,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _dtype(torch, name: str):
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
 class FlashjitCall:
     """flashjit's forward and backward launches on one set of tensors: the forward writes O
     and LSE, the backward dQ, dK, dV (NaN before the first call, so an unwritten element
@@ -78,7 +74,7 @@ def _first_calls(torch, fj, runtime, key: grid_lib.KernelKey, shape: grid_lib.Sh
     """(kernel or None, info): the kernel of `key` after one forward and one backward on
     small inputs of `shape`'s heads; info holds the wall ms of both, or the error of the one
     that failed."""
-    dt = _dtype(torch, shape.dtype)
+    dt = grid_lib.torch_dtype(torch, shape.dtype)
     h, s = shape.heads, COMPILE_SEQLEN
     q, k = (torch.randn(1, s, h, shape.dqk, dtype=dt, device="cuda") for _ in range(2))
     v, d_o = (torch.randn(1, s, h, shape.dv, dtype=dt, device="cuda") for _ in range(2))
@@ -237,7 +233,7 @@ def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernels: dict
     """One row; `kernels` maps each flashjit entry the row measures (kernel_keys) to its
     kernel, None where it has none (the caller records why)."""
     row = new_row(shape)
-    dt = _dtype(torch, shape.dtype)
+    dt = grid_lib.torch_dtype(torch, shape.dtype)
     b, s, h = shape.batch, shape.seqlen, shape.heads
     scale = 1.0 / math.sqrt(shape.dqk)
     gen = torch.Generator(device="cuda").manual_seed(seed)

@@ -97,7 +97,7 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------- flashjit compile phase
 
 def _small_inputs(torch, key: grid_lib.KernelKey, heads: int) -> dict:
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[key.dtype]
+    dt = grid_lib.torch_dtype(torch, key.dtype)
     s = COMPILE_SEQLEN
 
     def make(d):
@@ -223,7 +223,7 @@ def new_row(shape: grid_lib.Shape) -> dict:
 def run_shape(torch, timing, reference, fj, shape: grid_lib.Shape, kernel, seed: int) -> dict:
     row = new_row(shape)
     flops = row["flops"]
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[shape.dtype]
+    dt = grid_lib.torch_dtype(torch, shape.dtype)
     b, s, h = shape.batch, shape.seqlen, shape.heads
     scale = 1.0 / math.sqrt(shape.dqk)
     gen = torch.Generator(device="cuda").manual_seed(seed)

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from shapes import torch_dtype
+
 BACKENDS = ("cudnn", "flash", "efficient")
 # flashjit's O against a PyTorch backend's: both round to bf16 once, so they differ by a few
 # bf16 ulps of |O| <= ~1 at most.
@@ -124,10 +126,6 @@ def _time_sdpa(torch, timing, backend, q, k, v, causal: bool, scale: float):
         return {"refused": " ".join(str(e).split())[:200]}, None
 
 
-def _torch_dtype(torch, dtype: str):
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-
-
 def _kernel(kernels: dict, runtime, shape: DecodeShape, dtype: str):
     """The flashjit kernel of `shape`'s head dim and mask, made once per run."""
     key = (shape.dim, shape.causal)
@@ -147,7 +145,7 @@ def prepare_kernels(torch, fj, kernels: dict, runtime, shapes: list, dtype: str)
     keeps state from one compile to the next: decode kernels compiled after cuDNN's came out
     different, d256's 4-11% slower (bench/NOTES.md entry 55). A call that fails here fails
     again in its row, which reports it."""
-    dt = _torch_dtype(torch, dtype)
+    dt = torch_dtype(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
     for i, shape in enumerate(shapes, 1):
@@ -183,7 +181,7 @@ def prepare_kernels(torch, fj, kernels: dict, runtime, shapes: list, dtype: str)
 
 def run_shape(torch, timing, fj, kernels: dict, runtime, shape: DecodeShape, dtype: str,
               seed: int) -> dict:
-    dt = _torch_dtype(torch, dtype)
+    dt = torch_dtype(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     b, sq, sk = shape.batch, shape.seqlen_q, shape.seqlen_k
     q = torch.randn(b, sq, shape.heads_q, shape.dim, dtype=dt, device="cuda", generator=gen)

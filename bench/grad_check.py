@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from shapes import torch_dtype
+
 REPO = Path(__file__).resolve().parent.parent
 USAGE_STATUS = 8  # FLASHJIT_ERROR_USAGE: the backward has no kernel path for the case
 NOT_SERVED_EXIT = 77
@@ -84,7 +86,7 @@ def _grads_of_flashjit(torch, fj, runtime, case: GradCase, q, k, v, d_o, scale: 
 def check_case(torch, fj, reference, runtime, case: GradCase, seed: int) -> dict:
     """{"label", "status": "pass" | "fail" | "not served" | "error", "message", "grads":
     {name: {"err", "bound", "torch_err"}}}."""
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[case.dtype]
+    dt = torch_dtype(torch, case.dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
 
     def randn(s, h, d):

@@ -18,6 +18,12 @@ QUICK_SEQLENS = [4096]
 HEADS_OVERRIDE = {(192, 128): 16}
 
 
+def torch_dtype(torch, name: str):
+    """The torch dtype of a spec's dtype name ("bf16" | "fp16"); `torch` is the caller's
+    module, so this file imports none."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
 @dataclass(frozen=True)
 class Shape:
     dtype: str  # "bf16" | "fp16"
