@@ -1,7 +1,10 @@
 // The per-row work both kernels share, on one 16-row accumulator tile as mma.sync and wgmma
 // both leave it: a thread holds rows lane/4 ("half" 0) and lane/4 + 8 (half 1), columns
 // 8j + 2 (lane % 4) + {0, 1} of every n8 tile j, in acc[j][2 * half + {0, 1}]. The four
-// threads of a quad hold one row between them.
+// threads of a quad hold one row between them. With kColumns the rows are the tile's columns
+// (decode's 8-row tile holds S^T, its query rows as mma.sync's n8): a thread holds columns
+// 2 (lane % 4) + {0, 1} in acc[j][2 * half + {0, 1}], and the eight threads of equal
+// lane % 4 hold one column between them.
 #pragma once
 
 #include "../arch/common.cuh"
@@ -14,51 +17,57 @@ namespace fj {
 // must be multiplied by. With kMaxSlack > 0 the running max stays put while the block's max
 // exceeds it by at most kMaxSlack (P then reaches 2^kMaxSlack, far inside fp16's and fp32's
 // range); the result says whether either row's max moved, i.e. whether alpha is not 1.
-template <int kTiles, int kMaxSlack = 0>
+// Statistic i (0, 1) is row half i's, or with kColumns column 2 (lane % 4) + i's.
+template <int kTiles, int kMaxSlack = 0, bool kColumns = false>
 __device__ __forceinline__ bool softmax_step(float (&s)[kTiles][4], float (&row_max)[2],
                                              float (&row_sum)[2], float scale_log2,
                                              float (&alpha)[2]) {
+  // The accumulator of statistic i's e-th value (e = 0, 1) in each tile.
+  auto at = [](int i, int e) { return kColumns ? e * 2 + i : i * 2 + e; };
   bool raised = false;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
+  for (int i = 0; i < 2; ++i) {
     float mx = neg_inf();
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][half * 2], s[j][half * 2 + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    float m_new = fmaxf(row_max[half], mx * scale_log2);
-    if constexpr (kMaxSlack > 0) {
-      if (m_new <= row_max[half] + kMaxSlack) m_new = row_max[half];
+    for (int j = 0; j < kTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][at(i, 0)], s[j][at(i, 1)]));
+    if constexpr (kColumns) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+    } else {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     }
-    raised |= m_new != row_max[half];
+    float m_new = fmaxf(row_max[i], mx * scale_log2);
+    if constexpr (kMaxSlack > 0) {
+      if (m_new <= row_max[i] + kMaxSlack) m_new = row_max[i];
+    }
+    raised |= m_new != row_max[i];
     // A row that has seen no key yet keeps m = -inf; use 0 as its base so that
     // exp2(-inf - base) = 0 instead of NaN.
     const float base = m_new == neg_inf() ? 0.f : m_new;
-    alpha[half] = exp2_approx(row_max[half] - base);
-    row_max[half] = m_new;
+    alpha[i] = exp2_approx(row_max[i] - base);
+    row_max[i] = m_new;
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float pr = exp2_approx(fmaf(s[j][half * 2 + e], scale_log2, -base));
-        s[j][half * 2 + e] = pr;
+        const float pr = exp2_approx(fmaf(s[j][at(i, e)], scale_log2, -base));
+        s[j][at(i, e)] = pr;
         sum += pr;
       }
-    row_sum[half] = row_sum[half] * alpha[half] + sum;
+    row_sum[i] = row_sum[i] * alpha[i] + sum;
   }
   return raised;
 }
 
-template <int kTiles>
+template <int kTiles, bool kColumns = false>
 __device__ __forceinline__ void rescale_rows(float (&o)[kTiles][4], const float (&alpha)[2]) {
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j) {
-    o[j][0] *= alpha[0];
-    o[j][1] *= alpha[0];
-    o[j][2] *= alpha[1];
-    o[j][3] *= alpha[1];
-  }
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= alpha[kColumns ? e % 2 : e / 2];
 }
 
 // The backward's P from S, its rows' LSE known (log2 domain): P = exp2(scale_log2 s - LSE),
