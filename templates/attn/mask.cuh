@@ -40,10 +40,18 @@ __device__ __forceinline__ KeyRange visible_queries(int key0, int keys, int seql
   return {begin, end};
 }
 
-// -inf for the scores of keys a row must not see: past the sequence end, right of the
-// (bottom-right aligned) diagonal under causal masking, outside the sliding-window band.
-// `rows` are the query rows of halves 0 and 1 (decode's packed rows are not 8 apart), `key0`
-// the key of column 0, `diag` = seqlen_k - seqlen_q.
+// Is `key` hidden from query row `row`: past the sequence end, right of the (bottom-right
+// aligned) diagonal under causal masking, or outside the sliding-window band? `diag` =
+// seqlen_k - seqlen_q.
+template <class Cfg>
+__device__ __forceinline__ bool hidden_key(int key, int row, int seqlen_k, int diag) {
+  return key >= seqlen_k || (Cfg::kCausal && key > row + diag) ||
+         (Cfg::kWindow &&
+          (key > row + diag + Cfg::kWindowRight || key < row + diag - Cfg::kWindowLeft));
+}
+
+// -inf for the scores of hidden keys. `rows` are the query rows of halves 0 and 1 (decode's
+// packed rows are not 8 apart), `key0` the key of column 0.
 template <class Cfg, int kTiles>
 __device__ __forceinline__ void mask_scores_of_rows(float (&s)[kTiles][4], const int (&rows)[2],
                                                     int key0, int seqlen_k, int diag, int lane) {
@@ -55,12 +63,27 @@ __device__ __forceinline__ void mask_scores_of_rows(float (&s)[kTiles][4], const
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int key = key0 + j * 8 + (lane % 4) * 2 + e;
-        if (key >= seqlen_k || (Cfg::kCausal && key > r + diag) ||
-            (Cfg::kWindow && (key > r + diag + Cfg::kWindowRight ||
-                              key < r + diag - Cfg::kWindowLeft)))
-          s[j][half * 2 + e] = neg_inf();
+        if (hidden_key<Cfg>(key, r, seqlen_k, diag)) s[j][half * 2 + e] = neg_inf();
       }
   }
+}
+
+// The same for S^T as decode's 8-row tile holds it (attn/softmax.cuh's kColumns): kTiles m16
+// tiles of keys from `key0` down the rows, `rows` the query rows of this thread's columns
+// 2 (lane % 4) + {0, 1}.
+template <class Cfg, int kTiles>
+__device__ __forceinline__ void mask_scores_of_columns(float (&s)[kTiles][4],
+                                                       const int (&rows)[2], int key0,
+                                                       int seqlen_k, int diag, int lane) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key = key0 + j * 16 + half * 8 + lane / 4;
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (hidden_key<Cfg>(key, rows[e], seqlen_k, diag)) s[j][half * 2 + e] = neg_inf();
+    }
 }
 
 // The same for an m16 tile of consecutive rows whose half 0 is query row `row`.
