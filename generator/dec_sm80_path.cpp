@@ -17,6 +17,11 @@ bool serves(const Spec& spec, const std::string& target, const CallTraits& call)
   return is_known_target(target) && decode_serves_mask(spec) && !call.varlen;
 }
 
+int accumulator_registers(const PaddedDims& dims, const Tiles& t) {
+  return fj::budget::dec_sm80_accumulator_registers(dims.d_qk_pad, dims.dv_slice, t.block_m,
+                                                    t.block_n, t.warps);
+}
+
 int shared_bytes(const PaddedDims& dims, const Tiles& t) {
   return fj::budget::dec_sm80_shared_bytes(dims.element_bytes, dims.d_qk_pad, dims.dv_slice,
                                            t.block_m, t.block_n, t.warps, t.stages);
@@ -38,8 +43,8 @@ bool decode_serves_mask(const Spec& spec) {
 
 std::string dec_sm80_tiles_problem(const PaddedDims& dims, const Tiles& t,
                                    const std::string& target) {
-  if (t.block_m < 16 || t.block_m > kMaxBlockM || t.block_m % 16 != 0)
-    return fmt::format("block_m {} must be 16, 32, 48 or 64 packed rows", t.block_m);
+  if (t.block_m != 8 && (t.block_m < 16 || t.block_m > kMaxBlockM || t.block_m % 16 != 0))
+    return fmt::format("block_m {} must be 8, 16, 32, 48 or 64 packed rows", t.block_m);
   if (t.warps < 1 || t.block_n % (16 * t.warps) != 0)
     return fmt::format("block_n {} must be a positive multiple of 16 * warps ({}): each warp "
                        "takes whole k16 steps of every key tile",
@@ -47,8 +52,7 @@ std::string dec_sm80_tiles_problem(const PaddedDims& dims, const Tiles& t,
   if (t.block_n < 16)
     return fmt::format("block_n {} must be a positive multiple of 16", t.block_n);
   if (t.stages < 2) return fmt::format("stages {}: the pipeline needs at least 2", t.stages);
-  const int registers = fj::budget::dec_sm80_accumulator_registers(dims.dv_slice, t.block_m,
-                                                                   t.block_n, t.warps);
+  const int registers = accumulator_registers(dims, t);
   if (registers > fj::budget::kDecSm80MaxAccumulatorRegisters)
     return fmt::format("{} accumulator registers a thread (more than {} spills)", registers,
                        static_cast<int>(fj::budget::kDecSm80MaxAccumulatorRegisters));
@@ -76,15 +80,15 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
   // not: a window counts 16, causal 8. (Counting 16 for causal too put 64 rows of d128
   // causal in 16-row blocks, 1.45x slower: bench/NOTES.md entry 26.)
   const int mask_registers = spec.mask == MaskKind::SlidingWindow ? 16 : spec.causal ? 8 : 0;
-  const int rows = std::clamp(round_up(packed_rows, 16), 16, kMaxBlockM);
-  for (int block_m = rows; block_m >= 16; block_m -= 16) {
+  // Calls of up to 8 packed rows (one new row of a GQA group of up to 8) take the 8-row tile,
+  // whose products run transposed instead of padding an m16 tile; larger ones try it last.
+  const int rows = packed_rows <= 8 ? 8 : std::min(round_up(packed_rows, 16), kMaxBlockM);
+  for (int block_m = rows; block_m >= 8; block_m -= block_m == 16 ? 8 : 16) {
     for (Tiles t : kKeyTiles) {
       if (t == kNarrowKeyTile && !narrow) continue;
       t.block_m = block_m;
-      const int registers = fj::budget::dec_sm80_accumulator_registers(dims.dv_slice, t.block_m,
-                                                                       t.block_n, t.warps);
       if (dec_sm80_tiles_problem(dims, t, target).empty() &&
-          registers + mask_registers <= fj::budget::kDecSm80MaxAccumulatorRegisters)
+          accumulator_registers(dims, t) + mask_registers <= fj::budget::kDecSm80MaxAccumulatorRegisters)
         return t;
     }
   }

@@ -18,13 +18,13 @@ extern const KernelPathInfo kDecSm80Path;
 bool decode_serves_mask(const Spec& spec);
 
 // Why `tiles` cannot run the decode kernel on `target` ("" when they can): block_m packed
-// rows in m16 tiles (at most 64), block_n keys a tile split over the warps in k16 steps,
-// the shared memory and the accumulator registers.
+// rows, 8 (one n8 tile, the products transposed) or m16 tiles (at most 64), block_n keys a
+// tile split over the warps in k16 steps, the shared memory and the accumulator registers.
 std::string dec_sm80_tiles_problem(const PaddedDims& dims, const Tiles& tiles,
                                    const std::string& target);
-// The tiles for calls of `packed_rows` rows a (batch, kv head): the fewest m16 tiles that
-// hold them (up to 64 rows; more take several row blocks), then the deepest key pipeline
-// that fits.
+// The tiles for calls of `packed_rows` rows a (batch, kv head): 8 rows for up to 8, else the
+// fewest m16 tiles that hold them (up to 64 rows; more take several row blocks), then the
+// deepest key pipeline that fits.
 Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_rows);
 
 }  // namespace flashjit::gen

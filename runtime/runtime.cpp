@@ -557,7 +557,7 @@ std::vector<CompileReport> Runtime::compile_decode(const Spec& spec, const std::
   for (bool paged : {false, true}) {
     if (!decode_serves) break;
     const gen::CallTraits call{.align_bytes = align_bytes, .tma_loadable = false, .paged = paged};
-    for (int rows = 16; rows <= rt::kDecodeMaxPackedRows; rows += 16) {
+    for (int rows = 8; rows <= rt::kDecodeMaxPackedRows; rows += rows == 8 ? 8 : 16) {
       const gen::Plan plan = rt::plan_decode(spec, target, call,
                                              gen::dec_sm80_tiles(spec, target, rows)).launches[0];
       const bool seen = std::any_of(plans.begin(), plans.end(), [&](const gen::Plan& p) {

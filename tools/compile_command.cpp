@@ -107,7 +107,7 @@ Command add_compile_command(CLI::App& parent) {
   app->add_flag("--backward", options->backward,
                 "compile the backward's kernels (D pre-pass, dK/dV, dQ) instead of the forward");
   app->add_flag("--decode", options->decode,
-                "compile decode's kernels (the split kernel for 16..64 packed rows, dense and "
+                "compile decode's kernels (the split kernel for 8..64 packed rows, dense and "
                 "paged caches, the combine) and the merge instead of the forward; only the "
                 "merge for block masks")
       ->excludes("--backward");

@@ -1,6 +1,6 @@
 // Ampere (sm_80 and later) instructions as inline PTX: the asynchronous global->shared copy,
-// ldmatrix and the m16n8k16 tensor-core product. The sm80 kernel also runs on Hopper, so
-// every target from sm_80 on may include this.
+// ldmatrix, movmatrix and the m16n8k16 tensor-core product. The sm80 kernel also runs on
+// Hopper, so every target from sm_80 on may include this.
 #pragma once
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -65,6 +65,21 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// Two 8x8 16-bit matrices, as ldmatrix_x4 (lanes 0..15 give the row addresses).
+__device__ __forceinline__ void ldmatrix_x2(u32 (&r)[2], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
+// The transpose of an 8x8 16-bit matrix held in registers as ldmatrix leaves one (each
+// thread row lane/4, columns 2*(lane%4)+{0,1}), returned in the same layout.
+__device__ __forceinline__ u32 movmatrix_trans(u32 x) {
+  u32 r;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+  return r;
 }
 
 // D (16x8 fp32) += A (16x16, row-major fragment) * B (16x8, column-major fragment), for each

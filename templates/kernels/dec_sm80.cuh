@@ -19,6 +19,9 @@
 // the block table's read stood between every row's address and its copy, and the warps spent
 // each tile waiting on those reads instead of on the cache.
 //
+// How a warp holds the rows, their products and online softmax is dec_sm80_rows.cuh's: m16
+// tiles of rows, or at kBlockM 8 one n8 tile with the products transposed.
+//
 // Config (from the generated prelude): Element, kHeadDimQk, kHeadDimV, kDqkPad, kDvSlice,
 // kDvSplits, kBlockM (packed rows), kBlockN (keys a tile, kWarps slices), kWarps, kStages,
 // kAlign, kCausal, kWindow, kWindowLeft, kWindowRight, kPaged.
@@ -26,76 +29,21 @@
 
 #include "../arch/sm80.cuh"
 #include "../attn/mask.cuh"
-#include "../attn/softmax.cuh"
-#include "../tile/budgets.cuh"
-#include "../tile/element.cuh"
 #include "../tile/load.cuh"
-#include "../tile/warp_products.cuh"
 #include "dec_params.cuh"
+#include "dec_sm80_layout.cuh"
+#include "dec_sm80_rows.cuh"
 
 namespace fj {
 
 template <class Cfg>
-struct DecSm80Layout {
-  using Element = typename Cfg::Element;
-  static constexpr int kThreads = Cfg::kWarps * 32;
-  static constexpr int kMTiles = Cfg::kBlockM / 16;                // m16 tiles, every warp
-  static constexpr int kWarpKeys = Cfg::kBlockN / Cfg::kWarps;      // keys a warp, a tile
-  static constexpr int kSTiles = kWarpKeys / 8;                    // n8 tiles of S
-  static constexpr int kOTiles = Cfg::kDvSlice / 8;                // n8 tiles of O
-  static constexpr int kQkSteps = Cfg::kDqkPad / Element::kMmaK;   // k steps of Q K^T
-  static constexpr int kQkStride = budget::conflict_free_stride(Cfg::kDqkPad, Element::kBytes);
-  static constexpr int kVStride = budget::conflict_free_stride(Cfg::kDvSlice, Element::kBytes);
-  static constexpr int kQElems = Cfg::kBlockM * kQkStride;
-  static constexpr int kKElems = Cfg::kBlockN * kQkStride;
-  static constexpr int kVElems = Cfg::kBlockN * kVStride;
-  static constexpr int kPageRowsPerThread = (Cfg::kBlockN + kThreads - 1) / kThreads;
-  // Paged rows whose addresses a thread finds before their copies (tile/load.cuh).
-  static constexpr int kPagedRowGroup = Cfg::kAlign != 16 ? 1 : Cfg::kDqkPad >= 256 ? 2 : 4;
-  // Row steps of a K or V tile unrolled (tile/load.cuh). Head dims up to 128 copy a 64-key
-  // tile in 8 steps; wider ones in 16, and unrolling all 16 of K and V took 255 registers
-  // and spilled at V slices of 256, dense and paged (paged d256 runs 5% slower capped, but
-  // spilled 8-16 bytes uncapped: bench/NOTES.md entry 26).
-  static constexpr int kLoadUnroll = 8;
-  // Tiles whole inside the cache copy 16-byte chunks without bounds or zero-fill
-  // (tile/load.cuh's load_whole_tile and load_whole_rows): rows on 16 bytes, no padded
-  // columns, and one chunk a thread a row step.
-  static constexpr bool kWholeRows =
-      Cfg::kAlign == 16 && Cfg::kHeadDimQk == Cfg::kDqkPad &&
-      pow2_ceil(Cfg::kDqkPad / 8) <= kThreads && pow2_ceil(Cfg::kDvSlice / 8) <= kThreads;
-  // How far (log2) a block's max may pass a row's running max before it moves: O's rescale
-  // (a multiply per accumulator) was 14% of the kernel's instructions, and a warp skips it
-  // for a tile where none of its rows' maxima moved, after the first tiles nearly always.
-  static constexpr int kMaxSlack = 8;
-  // The merge's fp32 rows: each warp's O, then each warp's row max and row sum.
-  static constexpr int kMergeStride = budget::dec_sm80_merge_stride(Cfg::kDvSlice);
-  static constexpr int kMergeOFloats = Cfg::kWarps * Cfg::kBlockM * kMergeStride;
-  static constexpr int kSharedBytes =
-      budget::dec_sm80_shared_bytes(Element::kBytes, Cfg::kDqkPad, Cfg::kDvSlice, Cfg::kBlockM,
-                                    Cfg::kBlockN, Cfg::kWarps, Cfg::kStages);
-  static_assert(kSharedBytes >= Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems)) +
-                                   budget::dec_sm80_key_offsets_bytes(Cfg::kBlockN, Cfg::kStages),
-                "the budget holds Q, the K/V ring and the paged keys' offsets");
-  static_assert(Element::kBytes * (kQElems + Cfg::kStages * (kKElems + kVElems)) % 16 == 0,
-                "the paged keys' offsets are 16-byte aligned");
-  static_assert(kSharedBytes >= 4 * (kMergeOFloats + 2 * Cfg::kWarps * Cfg::kBlockM),
-                "the budget holds the merge");
-
-  static_assert(Cfg::kBlockM % 16 == 0, "whole m16 tiles of packed rows");
-  static_assert(kWarpKeys % 16 == 0, "each warp's keys are whole k16 steps");
-  static_assert(Cfg::kDqkPad % 16 == 0 && Cfg::kDvSlice % 16 == 0, "padded head dims");
-  static_assert(Cfg::kStages >= 2, "the pipeline needs two stages");
-  static_assert(Element::kBytes == 2 && Element::kMmaK == 16,
-                "the fragments below are ldmatrix's b16 and mma.sync's m16n8k16");
-};
-
-template <class Cfg>
 __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   using L = DecSm80Layout<Cfg>;
+  using Rows = DecRows<Cfg, Cfg::kBlockM == 8>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kStages = Cfg::kStages;
-  constexpr int kMT = L::kMTiles, kST = L::kSTiles, kOT = L::kOTiles, kW = Cfg::kWarps;
+  constexpr int kW = Cfg::kWarps;
 
   // The combine may launch once every CTA of this grid has started: its CTAs wait for this
   // grid's end (wait_for_previous_launch), so only its launch and set-up overlap this grid.
@@ -173,18 +121,7 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     }
   };
 
-  float acc_o[kMT][kOT][4];
-  float row_max[kMT][2];  // this warp's running max of scale*log2(e)*s over its keys
-  float row_sum[kMT][2];  // this thread's share of this warp's row sum
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int ot = 0; ot < kOT; ++ot)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc_o[mt][ot][e] = 0.f;
-    row_max[mt][0] = row_max[mt][1] = neg_inf();
-    row_sum[mt][0] = row_sum[mt][1] = 0.f;
-  }
+  Rows rows;
 
   auto load_kv = [&](int step) {
     const int key0 = key_begin + step * kBN;
@@ -255,14 +192,12 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     cp_async_commit();
   }
 
-  // The query row of each of this thread's accumulator rows (packed rows past the end repeat
-  // the last query row: their scores are never stored).
-  int q_rows[kMT][2];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      q_rows[mt][half] = min(r0 + mt * 16 + lane / 4 + half * 8, packed_rows - 1) / group;
+  rows.find_query_rows(r0, packed_rows, group, lane);
+  if constexpr (Rows::kHeldQueries) {
+    cp_async_wait<kStages - 2>();  // Q came with the first tile
+    __syncthreads();
+    rows.read_queries(s_q, lane);
+  }
 
   const int warp_key0 = warp * L::kWarpKeys;  // this warp's first key within each tile
   for (int j = 0; j < n_blocks; ++j) {
@@ -279,28 +214,9 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
     const Storage* tile_k = s_k + (j % kStages) * L::kKElems;
     const Storage* tile_v = s_v + (j % kStages) * L::kVElems;
 
-    // ---- S = Q K^T over this warp's keys
-    float s[kMT][kST][4];
-    warp_scores<Element, kMT, kST, L::kQkSteps, L::kQkStride>(s, s_q, 0, tile_k, warp_key0, lane);
-
-    // ---- mask: the cache's end, the causal diagonal and the window, per packed row
-    if (block_needs_mask<Cfg>(q_first, q_count, key0, L::kWarpKeys, seqlen_k, diag)) {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-        mask_scores_of_rows<Cfg>(s[mt], q_rows[mt], key0, seqlen_k, diag, lane);
-    }
-
-    // ---- online softmax of this warp's keys
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      float alpha[2];
-      const bool raised =
-          softmax_step<kST, L::kMaxSlack>(s[mt], row_max[mt], row_sum[mt], p.scale_log2, alpha);
-      if (__any_sync(0xffffffffu, raised)) rescale_rows(acc_o[mt], alpha);
-    }
-
-    // ---- O += P V over this warp's keys
-    warp_values<Element, kMT, kST, kOT, L::kVStride>(acc_o, s, tile_v, warp_key0, lane);
+    rows.tile(s_q, tile_k, tile_v, warp_key0, key0,
+              block_needs_mask<Cfg>(q_first, q_count, key0, L::kWarpKeys, seqlen_k, diag),
+              seqlen_k, diag, p.scale_log2, lane);
     if (find_next) store_key_offsets(j + kStages, next_offsets);
   }
   cp_async_wait<0>();
@@ -310,26 +226,7 @@ __device__ __forceinline__ void dec_sm80(const DecParams& p) {
   float* m_o = reinterpret_cast<float*>(smem_raw);
   float* m_max = m_o + L::kMergeOFloats;  // [warp][row], then rescaled to [warp][row] weights
   float* m_sum = m_max + kW * kBM;
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = mt * 16 + lane / 4 + half * 8;
-      float* o_row = m_o + (warp * kBM + row) * L::kMergeStride;
-#pragma unroll
-      for (int ot = 0; ot < kOT; ++ot) {
-        const int col = ot * 8 + (lane % 4) * 2;
-        o_row[col] = acc_o[mt][ot][half * 2];
-        o_row[col + 1] = acc_o[mt][ot][half * 2 + 1];
-      }
-      float l = row_sum[mt][half];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      if (lane % 4 == 0) {
-        m_max[warp * kBM + row] = row_max[mt][half];
-        m_sum[warp * kBM + row] = l;
-      }
-    }
+  rows.store_merge(m_o, m_max, m_sum, warp, lane);
   __syncthreads();
 
   // ... then one thread a row turns the warps' maxima into weights (1 / l folded in) and

@@ -296,7 +296,9 @@ enum : int { kBwdDqSm80MaxAccumulatorRegisters = 176 };
 // variants of a spec get the same tiles); after the key loop the ring holds every warp's O
 // (fp32 rows of dv_slice + 4) and row statistics for the merge. Every warp holds all block_m
 // rows: per m16 group dv_slice / 2 floats of O, and for its block_n / warps keys as many
-// halves of S and quarters of packed P as the forward.
+// halves of S and quarters of packed P as the forward. The tile of 8 rows (products
+// transposed) holds dv_slice / 4 floats of O^T, a quarter of S^T and an eighth of packed P^T
+// a key, and Q^T's fragments (dqk_pad / 8).
 FJ_BUDGET constexpr int dec_sm80_merge_stride(int dv_slice) { return dv_slice + 4; }
 FJ_BUDGET constexpr int dec_sm80_key_offsets_bytes(int block_n, int stages) {
   return 16 * stages * block_n;
@@ -309,8 +311,10 @@ FJ_BUDGET constexpr int dec_sm80_shared_bytes(int element_bytes, int dqk_pad, in
   const int merge = 4 * warps * block_m * (dec_sm80_merge_stride(dv_slice) + 2);
   return ring > merge ? ring : merge;
 }
-FJ_BUDGET constexpr int dec_sm80_accumulator_registers(int dv_slice, int block_m, int block_n,
-                                                       int warps) {
+FJ_BUDGET constexpr int dec_sm80_accumulator_registers(int dqk_pad, int dv_slice, int block_m,
+                                                       int block_n, int warps) {
+  if (block_m == 8)
+    return dv_slice / 4 + block_n / warps / 4 + block_n / warps / 8 + dqk_pad / 8;
   return block_m / 16 * (dv_slice / 2 + block_n / warps / 2 + block_n / warps / 4);
 }
 // 176 let 64 rows of d64 and 32 of d136 through, and ptxas spilled them at 254-255 registers.
