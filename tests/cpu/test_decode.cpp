@@ -75,14 +75,17 @@ TEST_CASE("decode: auto takes few packed rows against many keys, and every KV-ca
   CHECK_FALSE(takes_decode(sparse, decode_args(sparse, 1, 8, 8, 1, 4096), &why));
 }
 
-TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target") {
+TEST_CASE("decode: tiles hold the packed rows in 8 rows or m16 tiles and fit every target") {
   const Spec spec = spec_of(128, 128);
-  CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 1) == Tiles{16, 64, 4, 3});
+  // Up to 8 packed rows take the 8-row tile (the products transposed), more m16 tiles.
+  CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 1) == Tiles{8, 64, 4, 3});
+  CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 9) == Tiles{16, 64, 4, 3});
   // Heads of 17 to 64 columns read 128 keys a step with eight warps; 16 and under keep 64.
-  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 8) == Tiles{16, 128, 8, 2});
-  CHECK(gen::dec_sm80_tiles(spec_of(40, 64), "sm_80", 4) == Tiles{16, 128, 8, 2});
-  CHECK(gen::dec_sm80_tiles(spec_of(16, 16), "sm_90a", 8) == Tiles{16, 64, 4, 3});
-  CHECK(gen::dec_sm80_tiles(spec_of(64, 128), "sm_90a", 8) == Tiles{16, 64, 4, 3});
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 8) == Tiles{8, 128, 8, 2});
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 64), "sm_90a", 16) == Tiles{16, 128, 8, 2});
+  CHECK(gen::dec_sm80_tiles(spec_of(40, 64), "sm_80", 4) == Tiles{8, 128, 8, 2});
+  CHECK(gen::dec_sm80_tiles(spec_of(16, 16), "sm_90a", 8) == Tiles{8, 64, 4, 3});
+  CHECK(gen::dec_sm80_tiles(spec_of(64, 128), "sm_90a", 8) == Tiles{8, 64, 4, 3});
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 17).block_m == 32);
   // 48 and 64 rows of d128 would hold more accumulators than the budget: 32 rows a block.
   CHECK(gen::dec_sm80_tiles(spec, "sm_90a", 64).block_m == 32);
@@ -108,7 +111,7 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
   for (const char* target : {"sm_80", "sm_86", "sm_89", "sm_90a"})
     for (int d = 1; d <= 512; ++d)
       for (int mask = 0; mask < 3; ++mask)
-        for (int rows : {1, 16, 40, 64}) {
+        for (int rows : {1, 8, 16, 40, 64}) {
           Spec s = spec_of(d, d);
           s.causal = mask == 1;
           if (mask == 2) {
@@ -124,6 +127,8 @@ TEST_CASE("decode: tiles hold the packed rows in m16 tiles and fit every target"
             .find("multiple of 16 * warps") != std::string::npos);
   CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(spec), {80, 64, 4, 2}, "sm_90a")
             .find("block_m 80") != std::string::npos);
+  CHECK(gen::dec_sm80_tiles_problem(gen::padded_dims(spec), {24, 64, 4, 2}, "sm_90a")
+            .find("must be 8, 16, 32, 48 or 64") != std::string::npos);
 }
 
 TEST_CASE("decode: the plan is the split kernel then the combine, paged caches a variant") {
@@ -329,9 +334,9 @@ TEST_CASE("decode: the kernels compile without spills on sm_80 and sm_90a" * doc
   spec.causal = true;
   for (const char* target : {"sm_80", "sm_90a"}) {
     const std::vector<CompileReport> reports = runtime.compile_decode(spec, target);
-    // m16 and m32 (48 and 64 rows fall back to 32 at d100), dense and paged, the combine,
-    // the merge.
-    CHECK(reports.size() == 6);
+    // 8 rows, m16 and m32 (48 and 64 rows fall back to 32 at d100), dense and paged, the
+    // combine, the merge.
+    CHECK(reports.size() == 8);
     for (const CompileReport& r : reports) {
       INFO(r.kernel_name);
       CHECK(r.spill_store_bytes == 0);

@@ -138,19 +138,25 @@ TEST_CASE("heuristic: the backward's and decode's kernels that spilled compile c
     CHECK(plan.tiles.block_m == 128);
     check_compiles_clean(plan);
   }
-  // Decode's split kernel, dense and paged: d256 causal on sm_90a (255 registers, 4-8 bytes,
-  // before the copies' unroll cap) and 48 rows of d80 causal (before the mask's budget).
+  // Decode's split kernel, dense and paged: 16 rows of d256 causal on sm_90a (255 registers,
+  // 4-8 bytes, before the copies' unroll cap) and 48 rows of d80 causal (before the mask's
+  // budget); the 8-row tile where it holds the most registers, d256 and d512 (V slices of
+  // 256) with a window.
   struct DecodeCase {
     const char* yaml;
     int packed_rows;
   };
-  for (const DecodeCase& c : {DecodeCase{"head_dim: 256\ncausal: true\n", 1},
-                              DecodeCase{"head_dim: 80\ncausal: true\n", 48}})
+  for (const DecodeCase& c :
+       {DecodeCase{"head_dim: 256\ncausal: true\n", 16},
+        DecodeCase{"head_dim: 80\ncausal: true\n", 48},
+        DecodeCase{"head_dim: 256\nmask: {sliding_window: {left: 253, right: 61}}\n", 8},
+        DecodeCase{"head_dim: 512\nmask: {sliding_window: {left: 253, right: 61}}\n", 1}})
     for (bool paged : {false, true}) {
       const Spec spec = Spec::from_yaml(c.yaml);
       const Plan plan = rt::plan_decode(spec, "sm_90a", {.paged = paged},
                                         dec_sm80_tiles(spec, "sm_90a", c.packed_rows))
                             .launches[0];
+      CHECK(plan.tiles.block_m == (c.packed_rows <= 8 ? 8 : c.packed_rows));
       check_compiles_clean(plan);
     }
 }

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -120,6 +121,33 @@ TEST_CASE("decode: seqlen_q 1 to 64 with causal masks and windows") {
       cases.push_back({spec, decode_shape(8, 2, sq, {4097, 1000, 0})});
       // Fewer cached keys than new rows: under causal masking the first rows see none.
       cases.push_back({spec, decode_shape(32, 4, sq, {1, 17})});
+    }
+  check_cases(cases);
+}
+
+// Calls of up to 8 packed rows take the 8-row tile (the products transposed): every row count
+// from 1 to 8, query rows of one head (causal and windows down the rows) and groups of 3 and
+// 7, head dims of an odd number of k16 steps and V slices that pad, dense and paged.
+TEST_CASE("decode: the 8-row tile at 1 to 8 packed rows") {
+  std::vector<DecodeCase> cases;
+  const Spec specs[] = {
+      decode_spec(1, 1, DType::BF16, Mask::Causal),
+      decode_spec(48, 48, DType::F16, Mask::None),
+      decode_spec(100, 100, DType::BF16, Mask::Window, 100, 3),
+      decode_spec(128, 128, DType::BF16, Mask::Causal),
+      decode_spec(200, 72, DType::F16, Mask::Causal),
+      decode_spec(256, 256, DType::BF16, Mask::Window, 253, 61),
+      decode_spec(512, 512, DType::F16, Mask::Causal),
+  };
+  // (heads_q, heads_kv, seqlen_q): 1, 3, 5, 6, 7 and 8 packed rows.
+  const std::tuple<int, int, int> rows[] = {{2, 2, 1}, {3, 1, 1}, {1, 1, 5},
+                                            {6, 2, 2}, {7, 1, 1}, {4, 1, 2}};
+  int i = 0;
+  for (const Spec& spec : specs)
+    for (auto [hq, hkv, sq] : rows) {
+      const int page = i % 3 == 0 ? 16 : i % 3 == 1 ? 0 : 1;
+      cases.push_back({spec, decode_shape(hq, hkv, sq, {4097, 17, 3, 1000}, page)});
+      ++i;
     }
   check_cases(cases);
 }
