@@ -22,7 +22,7 @@ or is refused, so that a spec that validates always gets a kernel.
                                                    deterministic backward, whose dK/dV and dQ
                                                    kernels the fused one replaces elsewhere)
     scripts/spill_sweep.py OUTDIR --decode ...     decode's kernels a spec instead (the split
-                                                   kernel for 16..64 packed rows, dense and
+                                                   kernel for 8..64 packed rows, dense and
                                                    paged, the combine and the merge), on
                                                    sm_80, sm_86 and sm_90a, masks none, causal
                                                    and window unless asked otherwise

@@ -139,7 +139,7 @@ TEST_CASE("decode: the plan is the split kernel then the combine, paged caches a
   CHECK(dense.operation == gen::Operation::Decode);
   CHECK(dense.launches[0].path->step == gen::Step::DecSplit);
   CHECK(dense.launches[1].path->step == gen::Step::DecCombine);
-  CHECK(dense.launches[0].kernel_name == "fa_dec_qk128_v128_bf16_full_m16n64w4s3_a16_sm90a");
+  CHECK(dense.launches[0].kernel_name == "fa_dec_qk128_v128_bf16_full_m8n64w4s3_a16_sm90a");
   CHECK(dense.launches[1].kernel_name == "fa_dec_combine_qk128_v128_bf16_full_w4_a16_sm90a");
   static const int32_t table[1] = {0};
   args.block_table = table;
