@@ -88,7 +88,8 @@ Tiles dec_sm80_tiles(const Spec& spec, const std::string& target, int packed_row
       if (t == kNarrowKeyTile && !narrow) continue;
       t.block_m = block_m;
       if (dec_sm80_tiles_problem(dims, t, target).empty() &&
-          accumulator_registers(dims, t) + mask_registers <= fj::budget::kDecSm80MaxAccumulatorRegisters)
+          accumulator_registers(dims, t) + mask_registers <=
+              fj::budget::kDecSm80MaxAccumulatorRegisters)
         return t;
     }
   }
