@@ -127,8 +127,9 @@ __device__ __forceinline__ void warp_scores_transposed(float (&s)[kKT][4],
                                                        int k_row0, int lane) {
   using Mma = WarpMma<Element>;
   constexpr int kBytes = sizeof(typename Element::Storage);
-  // One key tile's k16 steps form one chain of dependent products; at 8 steps and more
-  // ptxas left the tensor core idle between them, so the even and odd steps sum apart.
+  // One key tile's k16 steps form one chain of dependent products: at 8 steps and more the
+  // even and odd steps sum apart (one chain left 6 NOPs between d128's 8 HMMAs and 14 between
+  // d256's 16 on sm_90a, two chains 2 and 6, for 6 more registers; at d64 two gained nothing).
   constexpr int kChains = kKT == 1 && kSteps >= 8 ? 2 : 1;
   float acc[kChains][kKT][4];
 #pragma unroll
