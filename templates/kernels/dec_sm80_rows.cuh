@@ -24,7 +24,7 @@ struct DecRows<Cfg, false> {
   using L = DecSm80Layout<Cfg>;
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
-  static constexpr bool kHeldQueries = false;
+  static constexpr bool kHeldQueries = false;  // Q is read from shared memory every k16 step
   static constexpr int kMT = Cfg::kBlockM / 16;  // m16 tiles of rows
   static constexpr int kST = L::kWarpKeys / 8;   // n8 tiles of S
   static constexpr int kOT = Cfg::kDvSlice / 8;  // n8 tiles of O
@@ -119,7 +119,7 @@ struct DecRows<Cfg, true> {
   using Element = typename Cfg::Element;
   using Storage = typename Element::Storage;
   static_assert(Cfg::kBlockM == 8, "the transposed products hold one n8 tile of rows");
-  static constexpr bool kHeldQueries = true;
+  static constexpr bool kHeldQueries = true;  // Q^T's fragments read once (read_queries)
   static constexpr int kKT = L::kWarpKeys / 16;  // m16 tiles of keys (S^T's rows)
   static constexpr int kVT = Cfg::kDvSlice / 16;  // m16 tiles of V columns (O^T's rows)
 
