@@ -11,6 +11,22 @@
 
 namespace fj {
 
+// The state before the first step, for kMT m16 tiles of rows: O = 0, running max -inf (no
+// key seen), row sums 0.
+template <int kMT, int kOT>
+__device__ __forceinline__ void start_rows(float (&o)[kMT][kOT][4], float (&row_max)[kMT][2],
+                                           float (&row_sum)[kMT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int ot = 0; ot < kOT; ++ot)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][ot][e] = 0.f;
+    row_max[mt][0] = row_max[mt][1] = neg_inf();
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+}
+
 // One step of the online softmax in the exp2 domain: raises the running max by this block's
 // scores, turns the scores into P = exp2(scale_log2 * s - max) in place, adds P's row sums
 // (this thread's share) to row_sum and returns in alpha the factor the O accumulated so far

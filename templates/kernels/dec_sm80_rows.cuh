@@ -34,17 +34,7 @@ struct DecRows<Cfg, false> {
   float row_sum[kMT][2];  // this thread's share of this warp's row sum
   int q_rows[kMT][2];     // the query row of each of this thread's accumulator rows
 
-  __device__ __forceinline__ DecRows() {
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-      for (int ot = 0; ot < kOT; ++ot)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_o[mt][ot][e] = 0.f;
-      row_max[mt][0] = row_max[mt][1] = neg_inf();
-      row_sum[mt][0] = row_sum[mt][1] = 0.f;
-    }
-  }
+  __device__ __forceinline__ DecRows() { start_rows(acc_o, row_max, row_sum); }
 
   // Packed rows past the end repeat the last query row: their scores are never stored.
   __device__ __forceinline__ void find_query_rows(int r0, int packed_rows, int group, int lane) {

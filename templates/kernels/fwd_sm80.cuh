@@ -116,15 +116,7 @@ __device__ __forceinline__ void fwd_sm80(const FwdParams& p) {
   float acc_o[kMT][kOT][4];
   float row_max[kMT][2];  // running max of scale*log2(e)*s; -inf until a key is seen
   float row_sum[kMT][2];  // this thread's share of the row sum (reduced over the quad at the end)
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int ot = 0; ot < kOT; ++ot)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc_o[mt][ot][e] = 0.f;
-    row_max[mt][0] = row_max[mt][1] = neg_inf();
-    row_sum[mt][0] = row_sum[mt][1] = 0.f;
-  }
+  start_rows(acc_o, row_max, row_sum);
 
   // Step `step` of the main loop works on the key tile at step_key0(step), in ring slot
   // step % kStages.
