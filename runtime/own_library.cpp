@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
@@ -24,10 +23,11 @@ Error io_error(const std::string& message) { return Error(ErrorKind::Io, message
 
 // The whole file, which must hold `size` bytes (it is not being replaced under us).
 std::string read_library(const std::string& path, off_t size) {
+  std::string bytes(static_cast<size_t>(size), '\0');
   std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.eof() || static_cast<off_t>(bytes.size()) != size)
-    throw io_error(fmt::format("cannot read {} ({} of {} bytes)", path, bytes.size(), size));
+  in.read(bytes.data(), size);
+  if (!in || in.gcount() != size || in.peek() != std::ifstream::traits_type::eof())
+    throw io_error(fmt::format("cannot read {} ({} of {} bytes)", path, in.gcount(), size));
   return bytes;
 }
 

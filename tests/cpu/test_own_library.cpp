@@ -48,17 +48,19 @@ Kernel combine_d256() {
 class Held {
  public:
   Held() : handle_(dlopen(kHeldPath.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    REQUIRE_MESSAGE(handle_, dlerror());
+    const char* why = handle_ ? nullptr : dlerror();
+    REQUIRE_MESSAGE(handle_, (why ? why : ""));
   }
-  // The PTX of `source` compiled with `options`.
-  std::string ptx(const std::string& source, const std::vector<std::string>& options) const {
+  // The PTX of `kernel` compiled with `options` (under flashjit's program name: PTX names it).
+  std::string ptx(const Kernel& kernel, const std::vector<std::string>& options) const {
     auto create = symbol<decltype(&nvrtcCreateProgram)>("nvrtcCreateProgram");
     auto compile = symbol<decltype(&nvrtcCompileProgram)>("nvrtcCompileProgram");
     auto ptx_size = symbol<decltype(&nvrtcGetPTXSize)>("nvrtcGetPTXSize");
     auto get_ptx = symbol<decltype(&nvrtcGetPTX)>("nvrtcGetPTX");
     auto destroy = symbol<decltype(&nvrtcDestroyProgram)>("nvrtcDestroyProgram");
     nvrtcProgram program = nullptr;
-    REQUIRE(create(&program, source.c_str(), "held.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS);
+    REQUIRE(create(&program, kernel.source.c_str(), kernel.name.c_str(), 0, nullptr, nullptr) ==
+            NVRTC_SUCCESS);
     std::vector<const char*> pointers;
     for (const std::string& option : options) pointers.push_back(option.c_str());
     CHECK(compile(program, static_cast<int>(pointers.size()), pointers.data()) == NVRTC_SUCCESS);
@@ -72,20 +74,20 @@ class Held {
   }
   // A program compiled with -G: what leaves state behind in the instance.
   void compile_debug(const Kernel& kernel) const {
-    CHECK(!ptx(kernel.source, {"-std=c++17", "--gpu-architecture=sm_90a", "-default-device",
+    CHECK(!ptx(kernel, {"-std=c++17", "--gpu-architecture=sm_90a", "-default-device",
                                "-G", "--no-cache"})
                .empty());
   }
   std::string flashjit_options_ptx(const Kernel& kernel) const {
-    return ptx(kernel.source, flashjit::rt::nvrtc_options("sm_90a"));
+    return ptx(kernel, flashjit::rt::nvrtc_options("sm_90a"));
   }
 
  private:
   template <typename Fn>
   Fn symbol(const char* name) const {
-    auto fn = reinterpret_cast<Fn>(dlsym(handle_, name));
-    REQUIRE_MESSAGE(fn, name);
-    return fn;
+    void* address = dlsym(handle_, name);
+    REQUIRE_MESSAGE(address != nullptr, name);
+    return reinterpret_cast<Fn>(address);
   }
   void* handle_;
 };
