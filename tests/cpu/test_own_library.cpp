@@ -5,7 +5,6 @@
 // binary again, running one of the "own NVRTC child" cases (skipped in an ordinary run).
 #include <dlfcn.h>
 #include <nvrtc.h>
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +23,7 @@
 
 namespace fs = std::filesystem;
 using flashjit::test::contains;
+using flashjit::test::mode_of;
 using flashjit::test::ScopedEnv;
 using flashjit::test::slurp;
 using flashjit::test::TempDir;
@@ -135,12 +135,6 @@ std::vector<std::string> copies(const TempDir& cache) {
     for (const auto& file : fs::directory_iterator(folder.path(), error))
       found.push_back(folder.path().filename().string() + "/" + file.path().filename().string());
   return found;
-}
-
-mode_t mode_of(const fs::path& path) {
-  struct stat info {};
-  REQUIRE(::stat(path.c_str(), &info) == 0);
-  return info.st_mode & 07777;
 }
 
 bool is_child() { return std::getenv(kChildVariable) != nullptr; }

@@ -1,8 +1,5 @@
 // runtime/private_folder.h: the rules of the folders flashjit loads from (the disk cache's
 // kernels, NVRTC's copy), tested on their own; test_cache.cpp tests them through the cache.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -15,17 +12,8 @@ namespace fs = std::filesystem;
 using flashjit::rt::check_private_folder;
 using flashjit::rt::create_private_folder;
 using flashjit::test::error_of_kind;
+using flashjit::test::mode_of;
 using flashjit::test::TempDir;
-
-namespace {
-
-mode_t mode_of(const fs::path& path) {
-  struct stat info {};
-  REQUIRE(::lstat(path.c_str(), &info) == 0);
-  return info.st_mode & 07777;
-}
-
-}  // namespace
 
 TEST_CASE("private folder: made 0700 with its parents, an existing one left as it is") {
   TempDir dir;
