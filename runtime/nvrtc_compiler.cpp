@@ -85,8 +85,10 @@ void* own_instance(void* held, const std::string& name) {
   verbose("NVRTC: opened {}, an instance of flashjit's own: a copy of {}, which this process "
           "already held ({})",
           own.path, held_path, own.copied ? "copied now" : "the copy reused");
-  // The copy loads its builtins by soname when it first compiles. The held file's neighbour
-  // is what the held instance would load: opened first, it is the one the soname matches.
+  // The copy loads its builtins by soname when it first compiles, from a folder that holds
+  // no builtins. Where none are loaded yet (torch preloads its wheel's), those beside the held
+  // file are opened first, so that the soname finds the same release's and not whatever the
+  // search path has.
   using Version = decltype(&::nvrtcVersion);
   int major = 0, minor = 0;
   if (auto version = reinterpret_cast<Version>(dlsym(own.handle, "nvrtcVersion"));
@@ -94,8 +96,10 @@ void* own_instance(void* held, const std::string& name) {
     const std::string builtins = fmt::format("libnvrtc-builtins.so.{}.{}", major, minor);
     const std::filesystem::path beside =
         std::filesystem::path(held_path).parent_path() / builtins;
-    if (!dlopen(builtins.c_str(), RTLD_NOW | RTLD_NOLOAD) && std::filesystem::exists(beside))
-      dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (void* loaded = dlopen(builtins.c_str(), RTLD_NOW | RTLD_NOLOAD))
+      dlclose(loaded);
+    else if (std::filesystem::exists(beside))
+      dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept open, as NVRTC itself is
   }
   dlclose(held);  // the reference RTLD_NOLOAD took
   return own.handle;

@@ -48,7 +48,14 @@ PROBE = textwrap.dedent(r"""
         if ran == 0:
             sys.exit(f"probe: no cuDNN SDPA ran {when}: nothing was probed")
 
+    def nvrtc_files(when):
+        with open("/proc/self/maps") as maps:
+            files = sorted({line.split()[-1] for line in maps if "libnvrtc" in line})
+        print(f"probe: NVRTC files mapped {when}: {files}", flush=True)
+
+    nvrtc_files("after import torch")
     cudnn_sdpa("before flashjit")
+    nvrtc_files("before flashjit")
     kernel = flashjit.Kernel(SPEC)
     # One new row of 32 query heads over 8 KV heads against 8192 keys: the decode kernels, the
     # keys split over CTAs, so the combine runs too.
@@ -57,6 +64,7 @@ PROBE = textwrap.dedent(r"""
     out = kernel(q, k, v)
     torch.cuda.synchronize()
     print(f"probe: flashjit decode ran, |o| = {out.float().abs().mean().item():.4f}", flush=True)
+    nvrtc_files("after flashjit")
     cudnn_sdpa("after flashjit")
     print("probe: survived", flush=True)
 """)
@@ -97,7 +105,8 @@ def test_flashjit_kernels_in_a_torch_process_after_cudnn_compiles_are_those_with
     code, output = run([sys.executable, str(probe)], env)
     assert code == 0, f"the probe died (exit {code}):\n{output}"
     assert "probe: survived" in output
-    # torch (or cuDNN) held NVRTC when flashjit first compiled: flashjit opened a copy.
+    # torch (or cuDNN) held NVRTC when flashjit first compiled: flashjit opened a copy (the
+    # "NVRTC files mapped before flashjit" line shows what the process held).
     assert "an instance of flashjit's own" in output, output
     assert env["FLASHJIT_CACHE_DIR"] + "/nvrtc/" in output, output
     in_torch = ptx_files(Path(env["FLASHJIT_DUMP_DIR"]))
