@@ -1,13 +1,8 @@
 // Entries are artifacts (runtime/artifact.h) named <kernel_name>-<key>.fjk.
 #include "runtime/disk_cache.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -17,6 +12,7 @@
 #include "runtime/bounded_read.h"
 #include "runtime/byte_fields.h"
 #include "runtime/env.h"
+#include "runtime/private_folder.h"
 #include "runtime/sha256.h"
 
 namespace flashjit::rt {
@@ -29,39 +25,6 @@ bool is_entry(const fs::path& path) { return path.extension() == kExtension; }
 bool is_temp(const fs::path& path) {
   return path.filename().string().find(std::string(kExtension) + std::string(kTempSuffix)) !=
          std::string::npos;
-}
-
-// mkdir -p with the last folder made 0700: the cache holds code that runs on the GPU.
-void create_private_folder(const std::string& dir) {
-  if (fs::exists(dir)) return;
-  const fs::path parent = fs::path(dir).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw Error(ErrorKind::Cache,
-                fmt::format("cannot create cache folder {}: {}", dir, std::strerror(errno)));
-}
-
-// As OpenSSH's StrictModes: a folder another user owns or can write to could hold a forged
-// entry (its checksum is recomputable by anyone), so it is not used at all.
-void check_private_folder(const std::string& dir) {
-  struct stat info {};
-  if (::stat(dir.c_str(), &info) != 0)
-    throw Error(ErrorKind::Cache,
-                fmt::format("cache folder {}: {}", dir, std::strerror(errno)));
-  std::string why;
-  if (!S_ISDIR(info.st_mode))
-    why = "is not a folder";
-  else if (info.st_uid != ::geteuid())
-    why = fmt::format("is owned by uid {}, not by this user (uid {})", info.st_uid, ::geteuid());
-  else if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    why = fmt::format("is writable by group or others (mode {:04o})", info.st_mode & 07777);
-  if (!why.empty())
-    throw Error(ErrorKind::Cache,
-                fmt::format("cache folder {} {}: flashjit does not load kernels from a folder "
-                            "another user could write to. Use a folder of your own "
-                            "(FLASHJIT_CACHE_DIR), `chmod go-w` it, or set "
-                            "FLASHJIT_DISABLE_CACHE=1",
-                            dir, why));
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ bool verbose_enabled();
 // FLASHJIT_TUNE_DB: path of the tuning database ("" = not set).
 std::string tune_db_path();
 // FLASHJIT_NVRTC_LIBRARY: the one NVRTC library to dlopen, a path or a soname ("" = the
-// default names). A path that does not exist checks that an application runs without NVRTC.
+// default names), opened as it is: never copied, so a file the process already holds gives
+// that instance (runtime/nvrtc_compiler.h). A path that does not exist checks that an
+// application runs without NVRTC.
 std::string nvrtc_library();
 
 // Prints "[flashjit] <message>" to stderr when FLASHJIT_VERBOSE is set.

@@ -1,6 +1,7 @@
 #include "runtime/nvrtc_compiler.h"
 
 #include "runtime/env.h"
+#include "runtime/own_library.h"
 
 #include <dlfcn.h>
 #include <nvrtc.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -57,16 +59,78 @@ bool resolve(void* library, const char* name, Fn& slot, std::string& failure) {
   return slot != nullptr;
 }
 
-NvrtcApi load_api() {
-  NvrtcApi api;
-  std::string tried;
-  void* library = nullptr;
+// NVRTC keeps state from one program to the next inside one instance of the library: after
+// a program compiled with -G or --Ofast-compile=max (or cuDNN's runtime compiles) the same
+// source comes out as other PTX (bench/NOTES.md entries 55-56). So where the process already
+// holds NVRTC (torch's wheel loads it), flashjit opens a copy of that file from its cache
+// folder, an instance no other library compiles in. Returns `held` itself when it cannot
+// (the cache disabled or unusable), saying so under FLASHJIT_VERBOSE.
+void* own_instance(void* held, const std::string& name) {
+  const std::string held_path = loaded_file(held);
+  if (cache_disabled()) {
+    verbose("NVRTC: this process already holds {} ({}); the disk cache is disabled "
+            "(FLASHJIT_DISABLE_CACHE), so flashjit compiles in that instance, shared",
+            name, held_path);
+    return held;
+  }
+  OwnLibrary own;
+  try {
+    own = open_own_library(held, cache_dir(), "nvrtc");
+  } catch (const std::exception& error) {
+    verbose("NVRTC: this process already holds {} ({}); no copy of its own ({}), so flashjit "
+            "compiles in that instance, shared",
+            name, held_path, error.what());
+    return held;
+  }
+  verbose("NVRTC: opened {}, an instance of flashjit's own: a copy of {}, which this process "
+          "already held ({})",
+          own.path, held_path, own.copied ? "copied now" : "the copy reused");
+  // The copy loads its builtins by soname when it first compiles, from a folder that holds
+  // no builtins. Where none are loaded yet (torch preloads its wheel's), those beside the held
+  // file are opened first, so that the soname finds the same release's and not whatever the
+  // search path has.
+  using Version = decltype(&::nvrtcVersion);
+  int major = 0, minor = 0;
+  if (auto version = reinterpret_cast<Version>(dlsym(own.handle, "nvrtcVersion"));
+      version && version(&major, &minor) == NVRTC_SUCCESS) {
+    const std::string builtins = fmt::format("libnvrtc-builtins.so.{}.{}", major, minor);
+    const std::filesystem::path beside =
+        std::filesystem::path(held_path).parent_path() / builtins;
+    if (void* loaded = dlopen(builtins.c_str(), RTLD_NOW | RTLD_NOLOAD))
+      dlclose(loaded);
+    else if (std::filesystem::exists(beside))
+      dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept open, as NVRTC itself is
+  }
+  dlclose(held);  // the reference RTLD_NOLOAD took
+  return own.handle;
+}
+
+// The library NVRTC's entry points come from: FLASHJIT_NVRTC_LIBRARY as it is (the user's
+// choice, never copied); else an instance of our own where the process holds one of the
+// default names; else the first of them that dlopen finds. Null with `tried` filled when none.
+void* open_nvrtc(std::string& tried) {
+  const bool forced = !nvrtc_library().empty();
+  if (!forced) {
+    for (const std::string& name : library_candidates()) {
+      if (void* held = dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD)) return own_instance(held, name);
+    }
+  }
   for (const std::string& name : library_candidates()) {
-    library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library) break;
+    if (void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      verbose("NVRTC: opened {} ({}{})", loaded_file(library), name,
+              forced ? ", FLASHJIT_NVRTC_LIBRARY" : "");
+      return library;
+    }
     const char* why = dlerror();
     tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", name, why ? why : "not found");
   }
+  return nullptr;
+}
+
+NvrtcApi load_api() {
+  NvrtcApi api;
+  std::string tried;
+  void* library = open_nvrtc(tried);
   if (!library) {
     api.failure = fmt::format("NVRTC could not be loaded: tried {}", tried);
     return api;

@@ -1,8 +1,12 @@
 // NVRTC: one generated source -> a CUBIN for one exact target, its PTX and the ptxas report.
 // Thread-safe (NVRTC programs are independent); the autotuner compiles from several threads.
 // NVRTC is opened with dlopen on first use (FLASHJIT_NVRTC_LIBRARY, else libnvrtc.so.13, else
-// libnvrtc.so), never linked: kernels served from bundles need no libnvrtc. Every function
-// below that needs NVRTC throws Error(Compile) naming the libraries tried when it is missing.
+// libnvrtc.so), never linked: kernels served from bundles need no libnvrtc. Where the process
+// already holds one of the default names (torch's wheel loads it), flashjit opens a copy of
+// that file from its cache folder instead (runtime/own_library.h): NVRTC keeps state from one
+// program to the next, and other libraries' compiles must not change flashjit's kernels.
+// FLASHJIT_VERBOSE says which file was opened. Every function below that needs NVRTC throws
+// Error(Compile) naming the libraries tried when it is missing.
 #pragma once
 
 #include <cstdint>

@@ -2,11 +2,14 @@
 // variables (the runtime reads FLASHJIT_* on every call, so tests can point it elsewhere).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "flashjit/flashjit.h"
@@ -77,6 +80,13 @@ inline std::string slurp(const std::filesystem::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// A path's permission bits (lstat: a link's own); throws when there is nothing there.
+inline mode_t mode_of(const std::filesystem::path& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) throw std::runtime_error("cannot lstat " + path.string());
+  return info.st_mode & 07777;
 }
 
 inline bool contains(const std::string& text, const std::string& part) {

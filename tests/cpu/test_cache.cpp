@@ -28,6 +28,7 @@ using flashjit::rt::Artifact;
 using flashjit::rt::CacheKeyInput;
 using flashjit::rt::DiskCache;
 using flashjit::test::fake_cubin;
+using flashjit::test::mode_of;
 using flashjit::test::ScopedEnv;
 using flashjit::test::TempDir;
 namespace fs = std::filesystem;
@@ -262,12 +263,6 @@ TEST_CASE("disk cache: clear removes entries and stale temporary files") {
 namespace {
 
 constexpr uid_t kOtherUser = 65534;  // nobody
-
-mode_t mode_of(const fs::path& path) {
-  struct stat info {};
-  REQUIRE(::lstat(path.c_str(), &info) == 0);
-  return info.st_mode & 07777;
-}
 
 // The message of the Error(Cache) that a load from `cache` throws.
 std::string load_refusal(const DiskCache& cache, const std::string& key) {
